@@ -1,0 +1,37 @@
+# rdmagw — see README.md. Every target is a thin wrapper over scripts/ so
+# the same commands work where make is not installed.
+GO       ?= go
+FUZZTIME ?= 10s
+
+.PHONY: build build-ibverbs test fuzz bench vet deps lab-verbs clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/rdmagw ./cmd/rdmagw
+
+# The libibverbs/librdmacm provider (needs libibverbs-dev, librdmacm-dev:
+# scripts/install-deps.sh --lab).
+build-ibverbs:
+	CGO_ENABLED=1 $(GO) build -tags ibverbs -o bin/rdmagw-ibverbs ./cmd/rdmagw
+
+deps:
+	scripts/install-deps.sh --test
+
+test:
+	scripts/test.sh
+
+vet:
+	$(GO) vet ./...
+
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The verbs conformance suite on the ibverbs provider over soft-RoCE in the
+# QEMU lab.
+lab-verbs:
+	e2e/lab/verbs-conformance.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,43 @@
+// Package tcprpc implements ONC RPC over TCP as RFC 5531 defines it: the
+// record marking that frames RPC messages on a byte stream (§11) and the
+// call and reply message headers (§9).
+//
+// # Record marking
+//
+// A record (one RPC message) is sent as one or more fragments. Each
+// fragment starts with a 4-byte big-endian header: the top bit says
+// "last fragment of this record", the low 31 bits give the fragment's
+// length in bytes.
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-------------------------------------------------------------+
+//	|L|                 fragment length (31 bits)                   |
+//	+-+-------------------------------------------------------------+
+//	|                 fragment data (length bytes) ...              |
+//	+---------------------------------------------------------------+
+//
+//	record = fragment(L=0)* fragment(L=1)
+//
+// RecordReader takes records apart and RecordWriter builds them. Both are
+// written for the gateway's data path: the reader hands a record's head to
+// the caller from a small read-ahead buffer and then receives a payload of
+// known length directly into a buffer the caller chose (registered RDMA
+// memory), so bulk data is copied once, by the kernel. The writer sends
+// fragment header, head, payload and tail with one vectored write
+// (writev on a *net.TCPConn) and never copies the payload.
+//
+// # Message headers
+//
+// CallHeader and ReplyHeader decode from and encode to caller-owned
+// buffers through package xdr. Credentials and verifiers stay opaque
+// (sub-slices of the input), so a decode allocates nothing. Decode returns
+// the header's length, which is where the procedure's arguments or results
+// begin. GSSCred parses an RPCSEC_GSS credential far enough to tell whether
+// the call body is wrapped (integrity or privacy), since a wrapped body
+// must not have its payloads moved by Direct Data Placement.
+//
+// Nothing here is safe for concurrent use unless a comment says so: one
+// goroutine reads a connection, and writes to it are serialised by the
+// caller.
+package tcprpc

@@ -1,0 +1,282 @@
+package tcprpc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// refRecords is a plain reading of RFC 5531 §11: it frames data into
+// records under the same limits, as the oracle for FuzzRecordReader.
+// partial is the data of a record cut short by err.
+func refRecords(data []byte, maxRecord, maxFrags int) (records [][]byte, partial []byte, err error) {
+	for {
+		if len(data) == 0 {
+			return records, nil, io.EOF
+		}
+		var rec []byte
+		for nfrags := 1; ; nfrags++ {
+			if len(data) < 4 {
+				return records, rec, io.ErrUnexpectedEOF
+			}
+			h := binary.BigEndian.Uint32(data)
+			n := int(h & 0x7fffffff)
+			data = data[4:]
+			if len(rec)+n > maxRecord {
+				return records, rec, ErrRecordTooLarge
+			}
+			if nfrags > maxFrags {
+				return records, rec, ErrTooManyFragments
+			}
+			if len(data) < n {
+				return records, append(rec, data...), io.ErrUnexpectedEOF
+			}
+			rec = append(rec, data[:n]...)
+			data = data[n:]
+			if h&0x80000000 != 0 {
+				break
+			}
+		}
+		records = append(records, rec)
+	}
+}
+
+// FuzzRecordReader feeds arbitrary streams through a RecordReader driven
+// by a pseudo-random mix of Read, ReadFull, Peek and Discard, and checks it
+// against refRecords: same records, byte for byte, none over the limit,
+// the same kind of error at the end, and no byte lost or invented.
+func FuzzRecordReader(f *testing.F) {
+	f.Add([]byte{}, uint16(1000), uint8(4), uint64(1))
+	f.Add(frag(true, []byte("hello")), uint16(1000), uint8(4), uint64(2))
+	f.Add(cat(frag(false, seq(0, 70)), frag(false, nil), frag(true, seq(9, 90)), frag(true, nil)), uint16(500), uint8(3), uint64(3))
+	f.Add(cat(frag(false, seq(0, 10)), frag(true, seq(0, 10))), uint16(15), uint8(8), uint64(4))
+	f.Add(bytes.Repeat(be(0), 40), uint16(100), uint8(16), uint64(5))
+	f.Add(cat(be(0x80000010), seq(0, 7)), uint16(100), uint8(16), uint64(6))
+	f.Fuzz(func(t *testing.T, data []byte, maxRecord uint16, maxFrags uint8, seed uint64) {
+		maxR := int(maxRecord)%4096 + 1
+		maxF := int(maxFrags)%32 + 1
+		wantRecs, wantPartial, wantErr := refRecords(data, maxR, maxF)
+
+		rng := rand.New(rand.NewPCG(seed, uint64(len(data))))
+		bufSize := minBufferSize + int(seed%200)
+		rr := NewRecordReader(&chunkReader{b: data, rng: rng}, &ReaderConfig{MaxRecord: maxR, MaxFragments: maxF, BufferSize: bufSize})
+		var got [][]byte
+		var gotSeen [][]bool
+		var rec []byte
+		var seen []bool // per byte of rec: read (true) or discarded (false)
+		keep := func(b []byte, wasSeen bool) {
+			rec = append(rec, b...)
+			for range b {
+				seen = append(seen, wasSeen)
+			}
+		}
+		var err error
+		scratch := make([]byte, 3*bufSize)
+	records:
+		for {
+			rec, seen = nil, nil
+			if err = rr.Next(); err != nil {
+				break
+			}
+			for {
+				var n int
+				var opErr error
+				switch rng.IntN(5) {
+				case 0:
+					var p []byte
+					p, opErr = rr.Peek(rng.IntN(bufSize + 1))
+					want := len(rec) + len(p)
+					if opErr == nil || opErr == io.EOF {
+						// Peeked bytes must be what reading returns next;
+						// check once they are read below.
+						if len(p) > maxR {
+							t.Fatalf("Peek returned %d bytes, limit %d", len(p), maxR)
+						}
+						peeked := append([]byte(nil), p...)
+						m, e := rr.ReadFull(scratch[:len(p)])
+						if m != len(p) || e != nil || !bytes.Equal(scratch[:m], peeked) {
+							t.Fatalf("Peek %x then ReadFull %x, %v", peeked, scratch[:m], e)
+						}
+						keep(peeked, true)
+						if len(rec) != want {
+							t.Fatal("bookkeeping")
+						}
+						if opErr == io.EOF {
+							if _, e := rr.Read(scratch[:1]); e != io.EOF {
+								t.Fatalf("Peek said EOF, Read says %v", e)
+							}
+							got, gotSeen = append(got, rec), append(gotSeen, seen)
+							continue records
+						}
+						continue
+					}
+				case 1:
+					n, opErr = rr.Discard(rng.IntN(2 * bufSize))
+					keep(make([]byte, n), false)
+				case 2:
+					n, opErr = rr.ReadFull(scratch[:rng.IntN(len(scratch))])
+					keep(scratch[:n], true)
+				default:
+					n, opErr = rr.Read(scratch[:rng.IntN(len(scratch))])
+					keep(scratch[:n], true)
+				}
+				if len(rec) > maxR {
+					t.Fatalf("record grew to %d bytes, limit %d", len(rec), maxR)
+				}
+				if rem, ok := rr.Remaining(); ok && len(rec)+rem > maxR {
+					t.Fatalf("Remaining %d + read %d exceeds limit %d", rem, len(rec), maxR)
+				}
+				switch opErr {
+				case nil:
+				case io.EOF, ErrShortRecord:
+					got, gotSeen = append(got, rec), append(gotSeen, seen)
+					continue records
+				default:
+					err = opErr
+					break records
+				}
+			}
+		}
+
+		if len(got) != len(wantRecs) {
+			t.Fatalf("got %d records, want %d (err %v, want %v)", len(got), len(wantRecs), err, wantErr)
+		}
+		for i := range got {
+			if !sameSeen(got[i], gotSeen[i], wantRecs[i]) {
+				t.Fatalf("record %d differs:\n got %x\nwant %x", i, got[i], wantRecs[i])
+			}
+		}
+		if err != io.EOF {
+			if len(rec) > len(wantPartial) || !sameSeen(rec, seen, wantPartial[:len(rec)]) {
+				t.Fatalf("partial record %x not a prefix of %x", rec, wantPartial)
+			}
+		}
+		switch wantErr {
+		case ErrRecordTooLarge, ErrTooManyFragments:
+			var fe *FrameError
+			if !errors.As(err, &fe) || fe.Err != wantErr {
+				t.Fatalf("error %v; want %v", err, wantErr)
+			}
+		default:
+			if err != wantErr {
+				t.Fatalf("error %v; want %v", err, wantErr)
+			}
+		}
+	})
+}
+
+// sameSeen compares the bytes the caller saw (seen[i]) with the oracle;
+// discarded bytes were never seen and match anything.
+func sameSeen(got []byte, seen []bool, want []byte) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if seen[i] && got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzDecodeCall checks that CallHeader.Decode never panics, stays within
+// its input, keeps auth bodies within 400 bytes, and that whatever it
+// accepts encodes back to the same length and decodes to the same header.
+func FuzzDecodeCall(f *testing.F) {
+	f.Add(nfs3GetattrCall)
+	f.Add(be(1, 0, 2, 100003, 4, 1, 6, 24, 1, 0, 5, 2, 4, 0xdeadbeef, 6, 0))
+	f.Add(be(1, 0, 3))
+	f.Add(be(1, 1, 0))
+	f.Add(be(1, 0, 2, 100003, 3, 0, 1, 401))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h CallHeader
+		n, err := h.Decode(data)
+		wrapped, gssErr := GSSBodyWrapped(h.Cred)
+		if h.Cred.Flavor != RPCSecGSS && (wrapped || gssErr != nil) {
+			t.Fatal("non-GSS credential looked into")
+		}
+		if err != nil {
+			var he *HeaderError
+			if n != 0 || !errors.As(err, &he) || he.Offset < 0 || he.Offset > len(data) {
+				t.Fatalf("bad error %d %v", n, err)
+			}
+			return
+		}
+		if n > len(data) || n < 36 || len(h.Cred.Body) > MaxAuthBytes || len(h.Verf.Body) > MaxAuthBytes {
+			t.Fatalf("n %d len %d cred %d verf %d", n, len(data), len(h.Cred.Body), len(h.Verf.Body))
+		}
+		buf := make([]byte, n)
+		e := xdr.NewEncoder(buf)
+		if err := h.Encode(&e); err != nil || e.Len() != n || h.EncodedLen() != n {
+			t.Fatalf("re-encode: %v, %d bytes of %d", err, e.Len(), n)
+		}
+		var back CallHeader
+		if m, err := back.Decode(buf); err != nil || m != n || back.XID != h.XID || back.Prog != h.Prog ||
+			back.Vers != h.Vers || back.Proc != h.Proc || back.Cred.Flavor != h.Cred.Flavor ||
+			!bytes.Equal(back.Cred.Body, h.Cred.Body) || !bytes.Equal(back.Verf.Body, h.Verf.Body) {
+			t.Fatalf("round trip: %v %+v vs %+v", err, back, h)
+		}
+	})
+}
+
+// FuzzDecodeReply is FuzzDecodeCall for replies.
+func FuzzDecodeReply(f *testing.F) {
+	f.Add(be(9, 1, 0, 0, 0, 0, 0xaa))
+	f.Add(be(9, 1, 0, 6, 4, 0xabcdef01, 2, 2, 4))
+	f.Add(be(9, 1, 1, 0, 2, 2))
+	f.Add(be(9, 1, 1, 1, 13))
+	f.Add(be(9, 1, 0, 0, 0, 7))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h ReplyHeader
+		n, err := h.Decode(data)
+		if err != nil {
+			var he *HeaderError
+			if n != 0 || !errors.As(err, &he) || he.Offset < 0 || he.Offset > len(data) {
+				t.Fatalf("bad error %d %v", n, err)
+			}
+			return
+		}
+		if n > len(data) || n < 20 || len(h.Verf.Body) > MaxAuthBytes {
+			t.Fatalf("n %d len %d", n, len(data))
+		}
+		buf := make([]byte, n)
+		e := xdr.NewEncoder(buf)
+		if err := h.Encode(&e); err != nil || e.Len() != n || h.EncodedLen() != n {
+			t.Fatalf("re-encode: %v, %d bytes of %d", err, e.Len(), n)
+		}
+		var back ReplyHeader
+		if m, err := back.Decode(buf); err != nil || m != n || !sameReply(&back, &h) {
+			t.Fatalf("round trip: %v %+v vs %+v", err, back, h)
+		}
+	})
+}
+
+// FuzzParseGSSCred checks the RPCSEC_GSS credential parser.
+func FuzzParseGSSCred(f *testing.F) {
+	f.Add(be(1, 0, 77, 2, 4, 0x01020304))
+	f.Add(be(1, 1, 0, 3, 0))
+	f.Add(be(1, 0, 77, 9, 0))
+	f.Add(be(1, 0, 77, 1, 100))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseGSSCred(data)
+		if err != nil {
+			var he *HeaderError
+			if !errors.As(err, &he) || he.Offset > len(data) {
+				t.Fatalf("bad error %v", err)
+			}
+			return
+		}
+		if c.Version != 1 || c.Proc > GSSProcDestroy || c.Service < GSSServiceNone || c.Service > GSSServicePrivacy ||
+			20+len(c.Handle) > len(data) {
+			t.Fatalf("accepted %+v from %d bytes", c, len(data))
+		}
+		if c.BodyWrapped() != (c.Proc == GSSProcData && c.Service != GSSServiceNone) {
+			t.Fatal("BodyWrapped wrong")
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package tcprpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+)
+
+// errRecordOverflow: WriteRecord was given more bytes than an int counts.
+var errRecordOverflow = errors.New("tcprpc: record length overflows int")
+
+// WriterConfig tunes a RecordWriter. Zero fields take the defaults.
+type WriterConfig struct {
+	// MaxFragment is the most data bytes per fragment. Records longer
+	// than that are split. The default, MaxFragmentLen, sends every
+	// record of up to 2 GiB as one fragment, as the Linux client and
+	// server do.
+	MaxFragment int
+}
+
+// RecordWriter frames records onto a stream.
+//
+// WriteRecord hands the fragment header(s), head, payload and tail to the
+// underlying writer as one net.Buffers: on a *net.TCPConn (or anything
+// else the net package writes with writev) that is a single vectored
+// write, and the payload is never copied. The header and iovec storage is
+// kept from call to call, so in the steady state WriteRecord allocates
+// nothing. A writer that is not a *net.TCPConn gets the pieces as
+// successive Write calls, so wrap such writers in a bufio.Writer.
+//
+// A RecordWriter is not safe for concurrent use: the caller serialises
+// records per connection (interleaved records would corrupt the stream).
+// After a write error the stream holds a partial record and cannot be
+// used again; WriteRecord then returns that error forever.
+type RecordWriter struct {
+	w       io.Writer
+	maxFrag int
+	err     error
+
+	hdrs []byte      // 4 bytes of fragment header per fragment
+	iov  [][]byte    // iovec storage, reused
+	bufs net.Buffers // what WriteTo consumes; re-sliced from iov each call
+}
+
+// NewRecordWriter returns a RecordWriter over w; c may be nil.
+func NewRecordWriter(w io.Writer, c *WriterConfig) *RecordWriter {
+	rw := &RecordWriter{w: w, maxFrag: MaxFragmentLen}
+	if c != nil && c.MaxFragment > 0 && c.MaxFragment < MaxFragmentLen {
+		rw.maxFrag = c.MaxFragment
+	}
+	rw.hdrs = make([]byte, fragmentHeaderLen)
+	rw.iov = make([][]byte, 0, 4)
+	return rw
+}
+
+// Reset makes rw write to w, clearing any sticky error and keeping its
+// storage.
+func (rw *RecordWriter) Reset(w io.Writer) {
+	rw.w, rw.err = w, nil
+}
+
+// WriteRecord sends head, payload and tail, concatenated, as one record.
+// Any of them may be empty; an all-empty call sends an empty record.
+// It returns once the bytes are handed to the kernel (or the writer).
+//
+//	+--------+------+-------------------------+------+
+//	| L|len  | head | payload (caller memory) | tail |   one fragment
+//	+--------+------+-------------------------+------+
+//
+// With MaxFragment smaller than the record, a fragment header is inserted
+// every MaxFragment bytes, cutting through the three slices wherever it
+// falls; the last carries the L bit.
+func (rw *RecordWriter) WriteRecord(head, payload, tail []byte) error {
+	if rw.err != nil {
+		return rw.err
+	}
+	total := len(head) + len(payload) + len(tail)
+	if total < len(head) || total < len(payload) {
+		return errRecordOverflow
+	}
+	nfrags := 1
+	if total > 0 {
+		nfrags = (total-1)/rw.maxFrag + 1 // no overflow near MaxInt
+	}
+	if need := nfrags * fragmentHeaderLen; len(rw.hdrs) < need {
+		rw.hdrs = make([]byte, need)
+	}
+
+	parts := [3][]byte{head, payload, tail}
+	pi := 0
+	iov := rw.iov[:0]
+	left := total
+	for f := range nfrags {
+		n := min(left, rw.maxFrag)
+		left -= n
+		h := rw.hdrs[f*fragmentHeaderLen : (f+1)*fragmentHeaderLen]
+		v := uint32(n)
+		if left == 0 {
+			v |= lastFragment
+		}
+		binary.BigEndian.PutUint32(h, v)
+		iov = append(iov, h)
+		for n > 0 {
+			for len(parts[pi]) == 0 {
+				pi++
+			}
+			c := min(n, len(parts[pi]))
+			iov = append(iov, parts[pi][:c])
+			parts[pi] = parts[pi][c:]
+			n -= c
+		}
+	}
+	rw.iov = iov
+	rw.bufs = iov
+	_, err := rw.bufs.WriteTo(rw.w)
+	// Drop the references to the caller's buffers so the writer does not
+	// keep them alive.
+	clear(rw.iov)
+	rw.bufs = nil
+	if err != nil {
+		rw.err = err
+	}
+	return err
+}

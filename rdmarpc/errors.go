@@ -93,6 +93,10 @@ const (
 	// chunk nor a Reply chunk, so its Payload stream is nowhere
 	// (rfc5666bis §5.5.2: "an RDMA_NOMSG message that has no chunk lists").
 	ReasonNoPayload
+	// ReasonSegmentWraps: a segment's Offset plus Length runs past 2^64.
+	// No registration can describe such memory, so the segment is
+	// malformed, not merely out of bounds.
+	ReasonSegmentWraps
 )
 
 var reasonText = [...]string{
@@ -107,6 +111,7 @@ var reasonText = [...]string{
 	ReasonBadPosition:      "Read segment Position not a multiple of 4",
 	ReasonPositionOrder:    "Read segment Position out of order",
 	ReasonNoPayload:        "RDMA_NOMSG without Position-Zero Read chunk or Reply chunk",
+	ReasonSegmentWraps:     "segment Offset+Length wraps past 2^64",
 }
 
 func (r Reason) String() string {

@@ -195,6 +195,8 @@ func TestDecodeMalformed(t *testing.T) {
 		{"read discriminator 2", msg().u32(2).bytes(), Limits{}, want{ReasonBadDiscriminator, InReadList, 16, 0, 2, 0}},
 		{"read segment cut short", msg().u32(1, 0, 1, 2).bytes(), Limits{}, want{ReasonTruncated, InReadList, 20, 0, 0, 0}},
 		{"read list not terminated", msg().read(4, seg(0)).bytes(), Limits{}, want{ReasonTruncated, InReadList, 40, 1, 0, 0}},
+		{"read segment wraps 2^64", msg().read(4, Segment{Handle: 1, Length: 16, Offset: 0xfffffffffffffff8}).u32(0, 0, 0).bytes(), Limits{}, want{ReasonSegmentWraps, InReadList, 20, 0, 0xfffffffffffffff8, 0}},
+		{"reply segment wraps 2^64", msg().u32(0, 0, 1, 1).seg(Segment{Handle: 1, Length: 16, Offset: 0xfffffffffffffff8}).bytes(), Limits{}, want{ReasonSegmentWraps, InReplyChunk, 28, -1, 0xfffffffffffffff8, 0}},
 		{"write list missing", msg().u32(0).bytes(), Limits{}, want{ReasonTruncated, InWriteList, 20, 0, 0, 0}},
 		{"write discriminator 0x100", msg().u32(0, 0x100).bytes(), Limits{}, want{ReasonBadDiscriminator, InWriteList, 20, 0, 0x100, 0}},
 		{"reply chunk missing", msg().u32(0, 0).bytes(), Limits{}, want{ReasonTruncated, InReplyChunk, 24, -1, 0, 0}},

@@ -154,6 +154,9 @@ func (h *Header) decodeReadList(d *xdr.Decoder, lim *Limits) error {
 		}
 		pos, _ := d.Uint32()
 		seg, _ := decodeSegment(d)
+		if seg.wraps() {
+			return h.chunkError(ReasonSegmentWraps, InReadList, off, i, seg.Offset, 0, nil)
+		}
 		if pos&3 != 0 {
 			return h.chunkError(ReasonBadPosition, InReadList, off, i, uint64(pos), 0, nil)
 		}

@@ -37,6 +37,9 @@ func decodeSegment(d *xdr.Decoder) (Segment, error) {
 	return Segment{Handle: h, Length: l, Offset: o}, nil
 }
 
+// wraps reports whether the segment's last byte lies beyond 2^64-1.
+func (s Segment) wraps() bool { return s.Length > 0 && s.Offset+uint64(s.Length)-1 < s.Offset }
+
 func encodeSegment(e *xdr.Encoder, s Segment) {
 	e.PutUint32(s.Handle)
 	e.PutUint32(s.Length)

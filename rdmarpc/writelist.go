@@ -93,6 +93,9 @@ func (h *Header) decodeWriteChunk(d *xdr.Decoder, lim *Limits, where Where, idx 
 	var total uint64
 	for i := range w {
 		w[i], _ = decodeSegment(d)
+		if w[i].wraps() {
+			return nil, h.chunkError(ReasonSegmentWraps, where, off, idx, w[i].Offset, 0, nil)
+		}
 		total += uint64(w[i].Length)
 	}
 	if total > lim.MaxChunkBytes {

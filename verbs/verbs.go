@@ -220,6 +220,12 @@ type ConnOptions struct {
 	InitiatorDepth, ResponderResources int
 	// PrivateData travels in the connect request (Dial) or accept reply.
 	PrivateData []byte
+	// InitialRecv is a chain of receives posted on the new queue pair
+	// before the connection is established, so the peer's first message
+	// always finds a buffer (iWARP has no RNR retry, and the Linux
+	// NFS/RDMA client sends at once with rnr_retry 0). Ignored with an
+	// SRQ, whose receives are posted beforehand.
+	InitialRecv *RecvWR
 	// RNRRetry: how many times a Send is retried against a peer with no
 	// receive posted before failing with StatusRNR (7 = infinite on real
 	// hardware; providers may cap).

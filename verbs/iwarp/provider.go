@@ -1,0 +1,136 @@
+// Package iwarp is rdmagw's pure-Go RDMA provider: standard iWARP over
+// ordinary TCP sockets. The bytes on the wire are MPA (RFC 5044, with the
+// RFC 6581 enhanced connection setup), DDP (RFC 5041) and RDMAP
+// (RFC 5040), so Wireshark's iwarp_mpa and iwarp_ddp_rdmap dissectors and
+// other iWARP stacks understand them.
+//
+// One file per protocol concern: crc.go (CRC32c), mpa.go (MPA frames and
+// FPDU framing), ddp.go (DDP headers), rdmap.go (opcodes, Read Request),
+// terminate.go (Terminate messages and error codes), mr.go (PDs, MRs,
+// STags), cq.go (completion queues), srq.go (receive queues), cm.go
+// (connection setup), qp.go (the queue pair), tx.go and rx.go (the two
+// goroutines of a connection).
+//
+// Semantics a user of verbs should know:
+//
+//   - Completions of Send and RDMA Write are reported when their placement
+//     at the peer is proven: after each burst of them the provider issues a
+//     zero-length RDMA Read (a legal RDMAP message, the same one RFC 6581
+//     uses as its ready-to-receive message) and completes everything posted
+//     before it when its response arrives, the way an InfiniBand HCA
+//     completes on ACK. That is what lets a Write to a bad rkey complete
+//     with StatusRemoteAccess and a Send to a peer without a receive with
+//     StatusRNR, from the Terminate the peer sends. Config.CompleteOnTransmit
+//     turns this off (completions when the bytes are handed to TCP, like
+//     Linux siw; errors then only show as flushed work requests).
+//   - There are no RNR retries: iWARP has none. A Send that finds no
+//     receive posted makes the peer send a Terminate (DDP untagged buffer
+//     error, "no buffer available"); the Send completes with StatusRNR and
+//     the connection ends. ConnOptions.RNRRetry is ignored.
+//   - Every protocol violation is answered with a Terminate carrying the
+//     RFC 5040/5041/5044 layer, error type and code and the header of the
+//     offending segment; the connection then closes, outstanding work
+//     requests complete with StatusFlushed (the one the Terminate names
+//     with the matching error status), Done closes and Err returns a
+//     *TerminateError.
+//   - A full CQ makes the connection wait for room (back-pressure) instead
+//     of dropping completions.
+//   - InitiatorDepth/ResponderResources of 0 mean the default of 16.
+package iwarp
+
+import (
+	"net"
+	"time"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Config configures the provider. The zero value is the default.
+type Config struct {
+	// DisableCRC asks for no MPA CRCs (C=0). CRCs are still used when the
+	// peer asks for them (RFC 5044: either side can require them).
+	DisableCRC bool
+	// MPARevision is 1 (RFC 5044) or 2 (RFC 6581 enhanced connection
+	// setup: IRD/ORD exchange); 0 means 2.
+	MPARevision int
+	// PeerToPeer requests RFC 6581 peer-to-peer mode when dialing: the
+	// initiator sends a zero-length RDMA Write or Read as ready-to-receive
+	// message before the responder may send.
+	PeerToPeer bool
+	// MaxFPDU is the largest FPDU we send, framing included. 0 derives it
+	// from the connection's TCP MSS (RFC 5044's MULPDU); it is capped at
+	// what the 16-bit ULPDU_Length can say and at least 128.
+	MaxFPDU int
+	// HandshakeTimeout bounds the MPA exchange on accepted connections;
+	// 0 means 10 seconds.
+	HandshakeTimeout time.Duration
+	// CompleteOnTransmit completes Sends and RDMA Writes when they are
+	// written to TCP instead of when their placement is confirmed (see
+	// the package documentation).
+	CompleteOnTransmit bool
+}
+
+const (
+	defaultDepth     = 16
+	defaultQueue     = 128
+	defaultMaxSGE    = 16
+	defaultHandshake = 10 * time.Second
+	minFPDU          = 128
+)
+
+func init() { verbs.Register(New(Config{})) }
+
+type provider struct{ cfg Config }
+
+// New returns an iWARP provider with the given configuration. The package
+// registers New(Config{}) under the name "iwarp".
+func New(cfg Config) verbs.Provider {
+	if cfg.MPARevision == 0 {
+		cfg.MPARevision = 2
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = defaultHandshake
+	}
+	return &provider{cfg: cfg}
+}
+
+func (p *provider) Name() string { return "iwarp" }
+
+// Open returns a software device. addr only names the interface for Info;
+// connections may use any local address.
+func (p *provider) Open(addr string) (verbs.Device, error) {
+	d := &device{cfg: p.cfg, mrs: make([]*mr, 1, 64), keys: make([]uint8, 1, 64)}
+	d.info = verbs.DeviceInfo{Name: "iwarp-go", Provider: "iwarp", Transport: "iWARP", Netdevs: netdevsFor(addr)}
+	return d, nil
+}
+
+// netdevsFor names the interfaces holding addr's IP (all up interfaces for
+// "" or an unspecified address).
+func netdevsFor(addr string) []string {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(host)
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		if ip == nil || ip.IsUnspecified() {
+			names = append(names, ifc.Name)
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				names = append(names, ifc.Name)
+			}
+		}
+	}
+	return names
+}

@@ -1,0 +1,371 @@
+package iwarp
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/rdmagw/rdmagw/verbs"
+	"golang.org/x/sys/unix"
+)
+
+// conn is a queue pair on an established MPA connection. Two goroutines
+// run it: tx (tx.go) owns writing to the socket, rx (rx.go) owns reading
+// it, placing data and receive completions. PostSend only queues work for
+// tx. Send-queue completions are delivered in posting order by whoever
+// retires them, serialised by cqMu.
+
+// sqEntry is a posted send work request.
+type sqEntry struct {
+	id         uint64
+	op         verbs.Opcode
+	signal     bool
+	sgl        []verbs.SGE // aliases the slot's own array
+	length     int
+	remoteAddr uint64
+	rkey       uint32
+	invRKey    uint32
+	localErr   verbs.Status // non-zero: failed its local checks at post time
+	msn        uint32       // Send: QN 0 MSN; Read: QN 1 MSN
+	sent       bool         // transmission started
+	wrote      bool         // all of it was handed to TCP
+	done       bool
+}
+
+// orqEntry is an RDMA Read we issued (ORD bounds how many): a user Read or
+// a zero-length fence/RTR Read. When its response completes, every send
+// queue entry up to cover is complete too.
+type orqEntry struct {
+	cover    uint64 // SQ sequence numbers < cover are proven done
+	user     bool
+	seq      uint64 // the user Read's SQ sequence number
+	sinkSTag uint32
+	sinkTO   uint64
+	length   int
+	got      int
+}
+
+// irqEntry is a Read Request from the peer we still have to answer (IRD
+// bounds how many).
+type irqEntry struct {
+	sinkSTag uint32
+	sinkTO   uint64
+	m        *mr
+	off, n   int
+}
+
+const (
+	stateLive = iota
+	stateError
+)
+
+type conn struct {
+	dev     *device
+	pd      *pd
+	tc      *net.TCPConn
+	scq     *cq
+	rcq     *cq
+	srq     *srq
+	rq      *recvQueue
+	private []byte
+	neg     negotiated
+	maxSGE  int
+	self    verbs.Conn // what WC.Conn carries
+
+	crc        bool
+	maxULPDU   int
+	fence      bool // Send/Write completion waits for placement proof
+	completeTx bool
+
+	mu       sync.Mutex
+	state    int
+	err      error
+	sq       []sqEntry
+	sqSGE    []verbs.SGE
+	sqHead   uint64 // oldest unretired
+	sqSent   uint64 // next to transmit
+	sqTail   uint64 // next free
+	covered  uint64 // entries < covered have a Read issued after them
+	orq      []orqEntry
+	orqHead  uint64
+	orqTail  uint64
+	irq      []irqEntry
+	irqHead  uint64
+	irqTail  uint64
+	txMSN    [3]uint32
+	failSeq  uint64 // the entry a received Terminate names (valid if failSet)
+	failSet  bool
+	failStat verbs.Status
+	term     *terminate // to send before closing
+	termSent bool
+	rtrSeen  bool
+
+	live   atomic.Bool
+	txKick chan struct{}
+	dying  chan struct{}
+	txDone chan struct{}
+	done   chan struct{}
+
+	cqMu  sync.Mutex
+	wcTmp []verbs.WC
+
+	tx txState
+	rx rxState
+}
+
+func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated) (*conn, error) {
+	c := &conn{dev: d, pd: o.PD.(*pd), tc: tc, scq: o.SendCQ.(*cq), rcq: o.RecvCQ.(*cq),
+		private: neg.private, neg: *neg, maxSGE: o.MaxSGE, crc: neg.crc,
+		txKick: make(chan struct{}, 1), dying: make(chan struct{}), txDone: make(chan struct{}), done: make(chan struct{})}
+	c.self = c
+	if o.SRQ != nil {
+		c.srq = o.SRQ.(*srq)
+	} else {
+		c.rq = newRecvQueue(o.MaxRecvWR, o.MaxSGE)
+	}
+	c.sq = make([]sqEntry, o.MaxSendWR)
+	c.sqSGE = make([]verbs.SGE, o.MaxSendWR*o.MaxSGE)
+	c.orq = make([]orqEntry, max(neg.ord, 1))
+	c.irq = make([]irqEntry, max(neg.ird, 1))
+	c.wcTmp = make([]verbs.WC, 0, o.MaxSendWR+1)
+	c.txMSN = [3]uint32{1, 1, 1}
+	c.completeTx = d.cfg.CompleteOnTransmit
+	c.fence = !c.completeTx && neg.ord > 0
+	c.maxULPDU = c.pickULPDU()
+	tc.SetNoDelay(true)
+	c.rtrSeen = !neg.awaitRTR
+	c.live.Store(true)
+	c.tx.init(c)
+	c.rx.init(c)
+	go c.txLoop()
+	go c.rxLoop()
+	return c, nil
+}
+
+// pickULPDU derives the largest ULPDU we send from Config.MaxFPDU or the
+// TCP MSS (RFC 5044 section 5: MULPDU = EMSS - framing).
+func (c *conn) pickULPDU() int {
+	fpdu := c.dev.cfg.MaxFPDU
+	if fpdu == 0 {
+		fpdu = 65535
+		if rc, err := c.tc.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) {
+				if mss, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil && mss > 0 {
+					fpdu = mss
+				}
+			})
+		}
+	}
+	fpdu = max(fpdu, minFPDU)
+	n := fpdu - fpduLenField - fpduCRCLen - 3
+	return min(n, 65535)
+}
+
+func (c *conn) PrivateData() []byte   { return c.private }
+func (c *conn) LocalAddr() net.Addr   { return c.tc.LocalAddr() }
+func (c *conn) RemoteAddr() net.Addr  { return c.tc.RemoteAddr() }
+func (c *conn) Done() <-chan struct{} { return c.done }
+func (c *conn) kick() {
+	select {
+	case c.txKick <- struct{}{}:
+	default:
+	}
+}
+func (c *conn) sqAt(seq uint64) *sqEntry { return &c.sq[seq%uint64(len(c.sq))] }
+
+func (c *conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *conn) PostRecv(wr *verbs.RecvWR) error {
+	if c.rq == nil {
+		return verbs.ErrSRQ
+	}
+	if !c.live.Load() {
+		return verbs.ErrNotConnected
+	}
+	return c.rq.post(c.pd, wr)
+}
+
+func (c *conn) PostSend(wr *verbs.SendWR) error {
+	k := 0
+	for w := wr; w != nil; w = w.Next {
+		if len(w.SGL) > c.maxSGE {
+			return &sgeCountError{n: len(w.SGL), max: c.maxSGE}
+		}
+		switch w.Op {
+		case verbs.OpSend, verbs.OpSendInv, verbs.OpRDMAWrite, verbs.OpRDMARead:
+		default:
+			return errors.New("iwarp: PostSend with opcode " + w.Op.String())
+		}
+		k++
+	}
+	c.mu.Lock()
+	if c.state != stateLive {
+		c.mu.Unlock()
+		return verbs.ErrNotConnected
+	}
+	if int(c.sqTail-c.sqHead)+k > len(c.sq) {
+		c.mu.Unlock()
+		return verbs.ErrQueueFull
+	}
+	for w := wr; w != nil; w = w.Next {
+		seq := c.sqTail
+		e := c.sqAt(seq)
+		i := int(seq%uint64(len(c.sq))) * c.maxSGE
+		*e = sqEntry{id: w.ID, op: w.Op, signal: w.Signal, sgl: c.sqSGE[i : i+len(w.SGL)],
+			remoteAddr: w.RemoteAddr, rkey: w.RKey, invRKey: w.InvalidateRKey}
+		copy(e.sgl, w.SGL)
+		for j := range e.sgl {
+			e.length += len(e.sgl[j].Buf)
+			if !c.pd.checkSGE(&e.sgl[j], w.Op == verbs.OpRDMARead) {
+				e.localErr = verbs.StatusLocalProtection
+			}
+		}
+		if w.Op == verbs.OpRDMARead && c.neg.ord == 0 && e.localErr == 0 {
+			e.localErr = verbs.StatusGeneral // the peer granted no RDMA Read resources
+		}
+		if uint64(e.length) > 1<<32-1 {
+			e.localErr = verbs.StatusLocalLength
+		}
+		c.sqTail++
+	}
+	c.mu.Unlock()
+	c.kick()
+	return nil
+}
+
+// Disconnect ends the connection: outstanding work requests flush, Done
+// closes, Err stays nil.
+func (c *conn) Disconnect() error {
+	c.fail(nil, nil)
+	return nil
+}
+
+func (c *conn) Close() error {
+	c.Disconnect()
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		c.tc.Close()
+		<-c.done
+	}
+	return nil
+}
+
+// fail moves the QP to the error state once: err is what Err reports, t a
+// Terminate to send first (nil for none).
+func (c *conn) fail(err error, t *terminate) {
+	c.mu.Lock()
+	if c.state != stateLive {
+		c.mu.Unlock()
+		return
+	}
+	c.state = stateError
+	c.err = err
+	c.term = t
+	c.live.Store(false)
+	c.mu.Unlock()
+	close(c.dying)
+	// A tx goroutine stuck writing to a peer that stopped reading gets
+	// two seconds to finish its FPDU and the Terminate.
+	now := time.Now()
+	c.tc.SetWriteDeadline(now.Add(2 * time.Second))
+	c.tc.SetReadDeadline(now.Add(3 * time.Second))
+	c.kick()
+}
+
+// failTerminate sends a Terminate for a violation by the peer.
+func (c *conn) failTerminate(t *terminate, reason string) {
+	te := &TerminateError{Sent: true, Layer: t.Layer, EType: t.EType, Code: t.Code, Reason: reason}
+	c.fail(te, t)
+}
+
+// markCovered records that Read completion proved all entries < cover done
+// and retires what it can. Caller holds c.mu.
+func (c *conn) markCoveredLocked(cover uint64) {
+	for s := c.sqHead; s < cover && s < c.sqTail; s++ {
+		c.sqAt(s).done = true
+	}
+}
+
+// retireLocked moves done entries from the head into c.wcTmp. Caller
+// holds c.mu and c.cqMu.
+func (c *conn) retireLocked() {
+	for c.sqHead < c.sqTail {
+		e := c.sqAt(c.sqHead)
+		if !e.done {
+			break
+		}
+		if e.signal {
+			c.wcTmp = append(c.wcTmp, verbs.WC{ID: e.id, Op: e.op, Status: verbs.StatusSuccess, ByteLen: e.length, Conn: c.self})
+		}
+		clear(e.sgl)
+		c.sqHead++
+	}
+}
+
+// deliver pushes c.wcTmp to the send CQ. Caller holds c.cqMu, not c.mu.
+func (c *conn) deliver() {
+	if len(c.wcTmp) > 0 {
+		c.scq.push(c.wcTmp)
+		clear(c.wcTmp)
+		c.wcTmp = c.wcTmp[:0]
+	}
+}
+
+// complete retires and delivers whatever is done.
+func (c *conn) complete() {
+	c.cqMu.Lock()
+	c.mu.Lock()
+	c.retireLocked()
+	c.mu.Unlock()
+	c.deliver()
+	c.cqMu.Unlock()
+}
+
+// flushSQ completes every unretired entry after the QP left RTS: the one
+// a Terminate named gets its error; Sends and Writes handed to TCP before
+// it (or all of them, when no Terminate named one) succeed, because the
+// peer processes the stream in order and would have answered a violation
+// with a Terminate; everything else (unsent entries, Reads without their
+// response) flushes.
+func (c *conn) flushSQ() {
+	c.cqMu.Lock()
+	c.mu.Lock()
+	c.retireLocked()
+	for ; c.sqHead < c.sqTail; c.sqHead++ {
+		s := c.sqHead
+		e := c.sqAt(s)
+		st := verbs.StatusFlushed
+		switch {
+		case e.done:
+			st = verbs.StatusSuccess
+		case c.failSet && s == c.failSeq:
+			st = c.failStat
+		case e.wrote && e.op != verbs.OpRDMARead && (!c.failSet || s < c.failSeq):
+			st = verbs.StatusSuccess
+		}
+		if st != verbs.StatusSuccess || e.signal {
+			n := e.length
+			if st != verbs.StatusSuccess {
+				n = 0
+			}
+			c.wcTmp = append(c.wcTmp, verbs.WC{ID: e.id, Op: e.op, Status: st, ByteLen: n, Conn: c.self})
+		}
+		clear(e.sgl)
+	}
+	c.mu.Unlock()
+	c.deliver()
+	c.cqMu.Unlock()
+}
+
+// sgeAddr is the virtual address of an SGE's first byte.
+func sgeAddr(s *verbs.SGE) uint64 {
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(s.Buf))))
+}

@@ -1,0 +1,521 @@
+package iwarp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The receive side: one goroutine per connection reads each FPDU's length
+// and DDP header into a small buffer, checks them, and reads the payload
+// straight from the socket into its destination (the registered region an
+// STag names, the SGL of a posted receive or of an RDMA Read), then checks
+// the CRC over the placed bytes. Any violation is answered with a
+// Terminate naming the offending segment.
+
+const rxBufLen = 1024 // small: payload reads bypass it
+
+var errStop = errors.New("iwarp: receive stopped")
+
+type rxState struct {
+	c     *conn
+	buf   [rxBufLen]byte
+	r, w  int
+	hdr   [fpduLenField + ddpUntaggedLen]byte
+	trl   [3 + fpduCRCLen]byte
+	ctl   [termMaxLen + 64]byte
+	h     ddpHeader
+	ulen  int
+	crc   uint32
+	msn   [3]uint32 // next expected MSN per queue
+	cur   recvEntry // receive the current Send is placed into
+	curOn bool
+	rtr   bool
+}
+
+func (x *rxState) init(c *conn) {
+	x.c = c
+	x.msn = [3]uint32{1, 1, 1}
+	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
+	x.rtr = !c.neg.awaitRTR
+}
+
+// readFull fills p from the buffer and then directly from the socket.
+func (x *rxState) readFull(p []byte) error {
+	n := copy(p, x.buf[x.r:x.w])
+	x.r += n
+	p = p[n:]
+	for len(p) > 0 {
+		if len(p) >= rxBufLen {
+			m, err := x.c.tc.Read(p)
+			p = p[m:]
+			if err != nil && len(p) > 0 {
+				return err
+			}
+			continue
+		}
+		m, err := x.c.tc.Read(x.buf[:])
+		x.w = m
+		k := copy(p, x.buf[:m])
+		x.r = k
+		p = p[k:]
+		if err != nil && len(p) > 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// place reads n payload bytes into b and runs the CRC over them.
+func (x *rxState) place(b []byte) error {
+	if err := x.readFull(b); err != nil {
+		return err
+	}
+	if x.c.crc {
+		x.crc = crcUpdate(x.crc, b)
+	}
+	return nil
+}
+
+// scatter places n payload bytes at offset off of a local SGL. Each
+// region is held while bytes go into it, so a Deregister either waits for
+// the placement or makes it fail: ok is false when an SGE's region is gone
+// (a local protection error).
+func (x *rxState) scatter(sgl []verbs.SGE, off, n int) (ok bool, err error) {
+	for i := 0; i < len(sgl) && n > 0; i++ {
+		b := sgl[i].Buf
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		take := min(len(b)-off, n)
+		m := x.c.dev.lookup(sgl[i].LKey)
+		if m == nil {
+			return false, nil
+		}
+		m.use.RLock()
+		if m.dead {
+			m.use.RUnlock()
+			return false, nil
+		}
+		err := x.place(b[off : off+take])
+		m.use.RUnlock()
+		if err != nil {
+			return true, err
+		}
+		n -= take
+		off = 0
+	}
+	return true, nil
+}
+
+// localProtection ends the connection after a local region vanished
+// under a placement: seq (if user) is the send-queue entry that fails.
+func (c *conn) localProtection(seq uint64, user bool, what string) error {
+	c.mu.Lock()
+	if user {
+		c.failSet, c.failSeq, c.failStat = true, seq, verbs.StatusLocalProtection
+	}
+	c.mu.Unlock()
+	c.fail(fmt.Errorf("iwarp: %s: local region deregistered during placement: %w", what, errLocalProtection),
+		&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
+	return errStop
+}
+
+// trailer reads pad and CRC and checks the CRC.
+func (x *rxState) trailer() error {
+	pad := fpduPad(x.ulen)
+	b := x.trl[:pad+fpduCRCLen]
+	if err := x.readFull(b); err != nil {
+		return err
+	}
+	if x.c.crc {
+		crc := crcUpdate(x.crc, b[:pad])
+		if got := getCRC(b[pad:]); got != crc {
+			x.c.failTerminate(&terminate{Layer: LayerLLP, Code: MPACRCError},
+				fmt.Sprintf("FPDU (%s) CRC %#08x, computed %#08x", &x.h, got, crc))
+			return errStop
+		}
+	}
+	return nil
+}
+
+// terminate answers the current segment with a Terminate and stops.
+func (x *rxState) terminate(layer, etype, code uint8, rr *readRequest, reason string) error {
+	t := &terminate{Layer: layer, EType: etype, Code: code, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h}
+	if rr != nil {
+		t.HaveRDMA, t.RDMA = true, *rr
+	}
+	x.c.failTerminate(t, fmt.Sprintf("%s: %s", &x.h, reason))
+	return errStop
+}
+
+func (c *conn) rxLoop() {
+	x := &c.rx
+	for c.live.Load() {
+		if err := x.one(); err != nil {
+			if !errors.Is(err, errStop) {
+				c.fail(&streamError{op: "read", err: err}, nil)
+			}
+			break
+		}
+	}
+	c.rxExit()
+}
+
+// one processes one FPDU.
+func (x *rxState) one() error {
+	c := x.c
+	b := x.hdr[:]
+	if err := x.readFull(b[:fpduLenField+ddpTaggedLen]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("peer closed the connection: %w", err)
+		}
+		return err
+	}
+	x.ulen = int(binary.BigEndian.Uint16(b))
+	hl := ddpHeaderLen(b[fpduLenField])
+	if x.ulen < hl {
+		c.failTerminate(&terminate{Layer: LayerLLP, Code: MPAFPDUStart},
+			fmt.Sprintf("ULPDU_Length %d is shorter than the %d-byte DDP header", x.ulen, hl))
+		return errStop
+	}
+	if hl == ddpUntaggedLen {
+		if err := x.readFull(b[fpduLenField+ddpTaggedLen : fpduLenField+ddpUntaggedLen]); err != nil {
+			return err
+		}
+	}
+	x.h.parse(b[fpduLenField : fpduLenField+hl])
+	x.crc = 0
+	if c.crc {
+		x.crc = crcUpdate(0, b[:fpduLenField+hl])
+	}
+	plen := x.ulen - hl
+	h := &x.h
+	if h.Version != ddpVersion {
+		if h.Tagged {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBadVersion, nil, "bad DDP version")
+		}
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedBadVersion, nil, "bad DDP version")
+	}
+	if h.RDMAP>>rdmapVerShift != rdmapVersion {
+		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadVersion, nil, "bad RDMAP version")
+	}
+	op := rdmapOpcode(h.RDMAP & rdmapOpcodeMask)
+	if op > opTerminate || op.tagged() != h.Tagged {
+		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadOpcode, nil, "unexpected opcode")
+	}
+	if !h.Tagged {
+		want := uint32(qnSend)
+		switch op {
+		case opReadReq:
+			want = qnReadReq
+		case opTerminate:
+			want = qnTerminate
+		}
+		if h.QN != want {
+			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidQN, nil, fmt.Sprintf("%s on QN %d", op, h.QN))
+		}
+	}
+	var err error
+	switch op {
+	case opWrite:
+		err = x.write(plen)
+	case opReadResp:
+		err = x.readResponse(plen)
+	case opReadReq:
+		err = x.readRequest(plen)
+	case opTerminate:
+		err = x.terminateReceived(plen)
+	default:
+		err = x.send(op, plen)
+	}
+	if err == nil && !x.rtr {
+		x.rtr = true
+		c.mu.Lock()
+		c.rtrSeen = true
+		c.mu.Unlock()
+		c.kick()
+	}
+	return err
+}
+
+// write places an RDMA Write segment into the region its STag names.
+func (x *rxState) write(plen int) error {
+	c, h := x.c, &x.h
+	if plen == 0 {
+		// A zero-length RDMA Write (the RFC 6581 RTR) touches no memory:
+		// its STag is not validated.
+		return x.trailer()
+	}
+	m := c.dev.lookup(h.STag)
+	switch {
+	case m == nil || !m.remote.Load():
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, "invalid STag")
+	case m.pd != c.pd:
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedSTagNotAsso, nil, "STag of another protection domain")
+	case m.access&verbs.AccessRemoteWrite == 0:
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, nil, "region is not remote-writable")
+	}
+	off, code, ok := m.rangeCheck(h.TO, plen)
+	if !ok {
+		return x.terminate(LayerDDP, DDPTaggedBuffer, code, nil, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", plen, h.TO, m.addr, m.addr+uint64(len(m.b))))
+	}
+	m.use.RLock()
+	if m.dead {
+		m.use.RUnlock()
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, "region deregistered")
+	}
+	err := x.place(m.b[off : off+plen])
+	m.use.RUnlock()
+	if err != nil {
+		return err
+	}
+	return x.trailer()
+}
+
+// readResponse places an RDMA Read Response segment into the SGL of the
+// oldest outstanding Read.
+func (x *rxState) readResponse(plen int) error {
+	c, h := x.c, &x.h
+	c.mu.Lock()
+	if c.orqHead == c.orqTail {
+		c.mu.Unlock()
+		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadOpcode, nil, "RDMA Read Response without an outstanding Read")
+	}
+	o := &c.orq[c.orqHead%uint64(len(c.orq))]
+	var sgl []verbs.SGE
+	if o.user {
+		sgl = c.sqAt(o.seq).sgl
+	}
+	c.mu.Unlock()
+	if plen > 0 {
+		if h.STag != o.sinkSTag {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
+		}
+		if h.TO != o.sinkTO+uint64(o.got) || o.got+plen > o.length {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+				fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
+		}
+		if ok, err := x.scatter(sgl, o.got, plen); err != nil {
+			return err
+		} else if !ok {
+			return c.localProtection(o.seq, o.user, "RDMA Read Response")
+		}
+	}
+	if err := x.trailer(); err != nil {
+		return err
+	}
+	o.got += plen
+	if !h.Last {
+		return nil
+	}
+	if o.got != o.length {
+		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPUnspecified, nil, fmt.Sprintf("Read Response of %d bytes for a %d-byte Read", o.got, o.length))
+	}
+	c.mu.Lock()
+	c.markCoveredLocked(o.cover)
+	*o = orqEntry{}
+	c.orqHead++
+	c.mu.Unlock()
+	c.kick()
+	c.complete()
+	return nil
+}
+
+// readRequest queues the answer to a peer's RDMA Read Request.
+func (x *rxState) readRequest(plen int) error {
+	c, h := x.c, &x.h
+	if h.MSN != x.msn[qnReadReq] {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnReadReq]))
+	}
+	if h.MO != 0 || !h.Last || plen != readReqLen {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, fmt.Sprintf("RDMA Read Request of %d bytes at MO %d", plen, h.MO))
+	}
+	p := x.ctl[:readReqLen]
+	if err := x.place(p); err != nil {
+		return err
+	}
+	if err := x.trailer(); err != nil {
+		return err
+	}
+	x.msn[qnReadReq]++
+	var rr readRequest
+	rr.parse(p)
+	ie := irqEntry{sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, n: int(rr.Size)}
+	if rr.Size > 0 {
+		m := c.dev.lookup(rr.SrcSTag)
+		switch {
+		case m == nil || !m.remote.Load():
+			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPInvalidSTag, &rr, "invalid source STag")
+		case m.pd != c.pd:
+			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPSTagNotAssoc, &rr, "source STag of another protection domain")
+		case m.access&verbs.AccessRemoteRead == 0:
+			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, &rr, "region is not remote-readable")
+		}
+		off, code, ok := m.rangeCheck(rr.SrcTO, int(rr.Size))
+		if !ok {
+			c := uint8(RDMAPBaseBounds)
+			if code == DDPTaggedTOWrap {
+				c = RDMAPTOWrap
+			}
+			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, c, &rr, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", rr.Size, rr.SrcTO, m.addr, m.addr+uint64(len(m.b))))
+		}
+		ie.m, ie.off = m, off
+	}
+	c.mu.Lock()
+	if c.irqTail-c.irqHead >= uint64(len(c.irq)) || c.neg.ird == 0 {
+		c.mu.Unlock()
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, &rr, fmt.Sprintf("more than IRD=%d RDMA Reads outstanding", c.neg.ird))
+	}
+	c.irq[c.irqTail%uint64(len(c.irq))] = ie
+	c.irqTail++
+	c.mu.Unlock()
+	c.kick()
+	return nil
+}
+
+// send places a Send segment into the current receive.
+func (x *rxState) send(op rdmapOpcode, plen int) error {
+	c, h := x.c, &x.h
+	if !x.curOn {
+		if h.MSN != x.msn[qnSend] {
+			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnSend]))
+		}
+		if h.MO != 0 {
+			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, "first segment of a message")
+		}
+		var ok bool
+		if c.srq != nil {
+			ok = c.srq.q.take(&x.cur)
+		} else {
+			ok = c.rq.take(&x.cur)
+		}
+		if !ok {
+			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedNoBuffer, nil, "no receive posted")
+		}
+		x.curOn = true
+		if x.cur.bad {
+			x.completeRecv(verbs.StatusLocalProtection, 0, 0)
+			x.c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified}, "receive SGE outside its region")
+			return errStop
+		}
+	} else if h.MSN != x.msn[qnSend] {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("message %d is in progress", x.msn[qnSend]))
+	}
+	end := int(h.MO) + plen
+	if end > x.cur.len {
+		x.completeRecv(verbs.StatusLocalLength, 0, 0)
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d bytes for a %d-byte receive", end, x.cur.len))
+	}
+	if ok, err := x.scatter(x.cur.sgl, int(h.MO), plen); err != nil {
+		return err
+	} else if !ok {
+		x.completeRecv(verbs.StatusLocalProtection, 0, 0)
+		return c.localProtection(0, false, "Send")
+	}
+	if err := x.trailer(); err != nil {
+		return err
+	}
+	if !h.Last {
+		return nil
+	}
+	x.msn[qnSend]++
+	if op == opSendInv || op == opSendSEInv {
+		m := c.dev.lookup(h.InvSTag)
+		if m == nil || m.pd != c.pd {
+			x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
+			c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPRemoteOperation, Code: RDMAPCannotInvalidate, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h},
+				fmt.Sprintf("Send with Invalidate of unknown STag %#x", h.InvSTag))
+			return errStop
+		}
+		m.remote.Store(false)
+		x.completeRecv(verbs.StatusSuccess, end, h.InvSTag)
+		return nil
+	}
+	x.completeRecv(verbs.StatusSuccess, end, 0)
+	return nil
+}
+
+func (x *rxState) completeRecv(st verbs.Status, n int, inv uint32) {
+	wc := verbs.WC{ID: x.cur.id, Op: verbs.OpRecv, Status: st, ByteLen: n, Conn: x.c.self,
+		Invalidated: inv != 0, InvalidatedRKey: inv}
+	x.curOn = false
+	clear(x.cur.sgl)
+	x.c.rcq.push1(&wc)
+}
+
+// terminateReceived handles the peer's Terminate: the work request it
+// names completes with the matching error, the rest flush.
+func (x *rxState) terminateReceived(plen int) error {
+	c := x.c
+	if plen > len(x.ctl) {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d-byte Terminate", plen))
+	}
+	p := x.ctl[:plen]
+	if err := x.place(p); err != nil {
+		return err
+	}
+	if err := x.trailer(); err != nil {
+		return err
+	}
+	var t terminate
+	if err := t.parse(p); err != nil {
+		c.fail(&TerminateError{Layer: LayerLLP, Reason: err.Error()}, nil)
+		return errStop
+	}
+	te := &TerminateError{Layer: t.Layer, EType: t.EType, Code: t.Code, Header: append([]byte(nil), p[termCtrlLen:]...)}
+	c.mu.Lock()
+	if t.HaveDDP {
+		th := &t.DDP
+		top := rdmapOpcode(th.RDMAP & rdmapOpcodeMask)
+		for s := c.sqHead; s < c.sqSent; s++ {
+			e := c.sqAt(s)
+			var match bool
+			switch {
+			case !th.Tagged && th.QN == qnSend:
+				match = (e.op == verbs.OpSend || e.op == verbs.OpSendInv) && e.msn == th.MSN
+			case !th.Tagged && th.QN == qnReadReq:
+				match = e.op == verbs.OpRDMARead && e.msn == th.MSN
+			case th.Tagged && top == opWrite:
+				match = e.op == verbs.OpRDMAWrite && e.rkey == th.STag && th.TO >= e.remoteAddr && th.TO <= e.remoteAddr+uint64(e.length)
+			}
+			if match {
+				c.failSet, c.failSeq, c.failStat = true, s, te.status()
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	c.fail(te, nil)
+	return errStop
+}
+
+// rxExit waits for tx, drains and closes the socket, flushes the receive
+// queue and ends the connection.
+func (c *conn) rxExit() {
+	c.fail(nil, nil)
+	<-c.txDone
+	c.tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	io.Copy(io.Discard, c.tc)
+	c.tc.Close()
+	x := &c.rx
+	if x.curOn {
+		x.completeRecv(verbs.StatusFlushed, 0, 0)
+	}
+	if c.rq != nil {
+		c.rq.mu.Lock()
+		c.rq.closed = true
+		c.rq.mu.Unlock()
+		for c.rq.take(&x.cur) {
+			wc := verbs.WC{ID: x.cur.id, Op: verbs.OpRecv, Status: verbs.StatusFlushed, Conn: c}
+			c.rcq.push1(&wc)
+		}
+	}
+	c.flushSQ()
+	close(c.done)
+}

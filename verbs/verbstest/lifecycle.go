@@ -1,0 +1,237 @@
+package verbstest
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// testDisconnect disconnects from either side with receives outstanding
+// on both: every receive completes with StatusFlushed exactly once, Done
+// closes on both ends, the disconnecting end's Err is nil, and PostSend
+// afterwards fails with ErrNotConnected on both ends.
+func testDisconnect(t *testing.T, c config) {
+	for _, who := range []string{"ClientFirst", "ServerFirst"} {
+		t.Run(who, func(t *testing.T) {
+			const n = 8
+			e := newEnv(t, c)
+			p := e.connect(t, nil, nil)
+			cin := e.cli.region(t, n*64, verbs.AccessLocalWrite)
+			sin := e.srv.region(t, n*64, verbs.AccessLocalWrite)
+			for i := range n {
+				postRecv(t, p.cli.conn, recvWR(uint64(10+i), cin.sge(i*64, 64)))
+				postRecv(t, p.srv.conn, recvWR(uint64(20+i), sin.sge(i*64, 64)))
+			}
+			first, second := p.cli, p.srv
+			if who == "ServerFirst" {
+				first, second = p.srv, p.cli
+			}
+			if err := first.conn.Disconnect(); err != nil {
+				t.Fatalf("%s Disconnect: %v", first.name, err)
+			}
+			e.waitDone(t, first.conn, first.name+" after its Disconnect")
+			e.waitDone(t, second.conn, second.name+" after the peer's Disconnect")
+			if err := first.conn.Err(); err != nil {
+				t.Errorf("%s Err after a local Disconnect: %v, want nil", first.name, err)
+			}
+			for _, x := range []struct {
+				end  *end
+				base uint64
+				mem  *region
+			}{{p.cli, 10, cin}, {p.srv, 20, sin}} {
+				wcs := e.waitWCs(t, x.end.rcq, n)
+				ids := make([]int, 0, n)
+				for _, wc := range wcs {
+					if wc.Status != verbs.StatusFlushed {
+						t.Errorf("%s: outstanding receive completed %s, want flushed", x.end.name, describe1(wc))
+					}
+					if wc.Conn != x.end.conn {
+						t.Errorf("%s: flushed receive %s has the wrong WC.Conn", x.end.name, describe1(wc))
+					}
+					ids = append(ids, int(wc.ID-x.base))
+				}
+				sort.Ints(ids)
+				for i, id := range ids {
+					if id != i {
+						t.Fatalf("%s: flushed receive ids %v, want each of 0..%d once (plus %d)", x.end.name, ids, n-1, x.base)
+					}
+				}
+				expectQuiet(t, x.end.rcq, 50*time.Millisecond, x.end.name+" receive CQ after the flush")
+				if err := x.end.conn.PostSend(sendWR(1, x.mem.sge(0, 8))); !errors.Is(err, verbs.ErrNotConnected) {
+					t.Errorf("%s: PostSend after disconnect: %v, want ErrNotConnected", x.end.name, err)
+				}
+			}
+			// A second Disconnect and a Close after it must not fail loudly.
+			_ = first.conn.Disconnect()
+		})
+	}
+}
+
+// testQueueFull: a send chain longer than MaxSendWR is refused whole with
+// ErrQueueFull (nothing is sent), a chain of exactly MaxSendWR goes
+// through; receives beyond MaxRecvWR are refused and, as a disconnect's
+// flush shows, the refused ones were never queued.
+func testQueueFull(t *testing.T, c config) {
+	const depth = 8
+	e := newEnv(t, c)
+	p := e.connect(t, func(o *verbs.ConnOptions) { o.MaxSendWR, o.MaxRecvWR = depth, depth }, nil)
+	out := e.cli.region(t, 2*depth*64, 0)
+	in := e.srv.region(t, 2*depth*64, verbs.AccessLocalWrite)
+	for i := range 2 * depth {
+		message(out.Bytes()[i*64:(i+1)*64], i)
+		postRecv(t, p.srv.conn, recvWR(uint64(i), in.sge(i*64, 64)))
+	}
+	sends := func(from, n int) *verbs.SendWR {
+		wrs := make([]*verbs.SendWR, n)
+		for i := range n {
+			wrs[i] = sendWR(uint64(from+i), out.sge((from+i)*64, 64))
+		}
+		return chain(wrs...)
+	}
+	if err := p.cli.conn.PostSend(sends(0, depth+1)); !errors.Is(err, verbs.ErrQueueFull) {
+		t.Fatalf("PostSend of %d WRs with MaxSendWR %d: %v, want ErrQueueFull", depth+1, depth, err)
+	}
+	expectQuiet(t, p.srv.rcq, 100*time.Millisecond, "receiver after a refused chain")
+	post(t, p.cli.conn, sends(depth, depth))
+	for i, wc := range e.waitWCs(t, p.cli.scq, depth) {
+		mustWC(t, wc, uint64(depth+i), verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
+	}
+	// The receives complete in order, so the first eight hold the second
+	// chain: none of the refused chain arrived.
+	for i, wc := range e.waitWCs(t, p.srv.rcq, depth) {
+		mustWC(t, wc, uint64(i), verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
+	}
+	same(t, "the chain that fit", in.Bytes()[:depth*64], out.Bytes()[depth*64:])
+
+	// Receive queue: the client's is empty and takes exactly depth.
+	cin := e.cli.region(t, (depth+2)*64, verbs.AccessLocalWrite)
+	rchain := &verbs.RecvWR{ID: 100, SGL: []verbs.SGE{cin.sge(0, 64)}}
+	last := rchain
+	for i := 1; i <= depth; i++ {
+		last.Next = recvWR(uint64(100+i), cin.sge(i*64, 64))
+		last = last.Next
+	}
+	if err := p.cli.conn.PostRecv(rchain); !errors.Is(err, verbs.ErrQueueFull) {
+		t.Fatalf("PostRecv of %d WRs with MaxRecvWR %d: %v, want ErrQueueFull", depth+1, depth, err)
+	}
+	for i := range depth {
+		postRecv(t, p.cli.conn, recvWR(uint64(i), cin.sge(i*64, 64)))
+	}
+	if err := p.cli.conn.PostRecv(recvWR(depth, cin.sge(depth*64, 64))); !errors.Is(err, verbs.ErrQueueFull) {
+		t.Fatalf("receive %d with MaxRecvWR %d: %v, want ErrQueueFull", depth+1, depth, err)
+	}
+	if err := p.cli.conn.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	for i, wc := range e.waitWCs(t, p.cli.rcq, depth) {
+		if wc.ID != uint64(i) || wc.Status != verbs.StatusFlushed {
+			t.Fatalf("flushed receive %d: %s, want id %d flushed", i, describe1(wc), i)
+		}
+	}
+	expectQuiet(t, p.cli.rcq, 100*time.Millisecond, "client receive CQ after the flush")
+}
+
+// testCQWait: Wait parks (uses next to no CPU) until a completion arrives,
+// returns the context's error when cancelled, and ErrClosed when the CQ
+// is closed under it. Poll of an empty CQ returns 0.
+func testCQWait(t *testing.T, c config) {
+	e := newEnv(t, c)
+	p := e.connect(t, nil, nil)
+	var none [4]verbs.WC
+	if n := p.srv.rcq.Poll(none[:]); n != 0 {
+		t.Fatalf("Poll of an empty CQ returned %d", n)
+	}
+	if n := p.srv.rcq.Poll(nil); n != 0 {
+		t.Fatalf("Poll with no room returned %d", n)
+	}
+
+	t.Run("WakesOnCompletion", func(t *testing.T) {
+		in := e.srv.region(t, 64, verbs.AccessLocalWrite)
+		out := e.cli.region(t, 64, 0)
+		postRecv(t, p.srv.conn, recvWR(1, in.sge(0, 64)))
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		defer cancel()
+		woke := make(chan error, 1)
+		cpu0 := cpuTime()
+		go func() { woke <- p.srv.rcq.Wait(ctx) }()
+		const idle = 300 * time.Millisecond
+		select {
+		case err := <-woke:
+			t.Fatalf("Wait returned %v with nothing on the CQ", err)
+		case <-time.After(idle):
+		}
+		// A parked Wait costs almost nothing (well under a millisecond);
+		// a spinning one all the CPU it gets, which is still tens of
+		// milliseconds on a machine loaded by other processes.
+		if used := cpuTime() - cpu0; used > idle/10 {
+			t.Errorf("process used %v of CPU during %v of Wait: not parked", used, idle)
+		}
+		post(t, p.cli.conn, sendWR(2, out.sge(0, 64)))
+		select {
+		case err := <-woke:
+			if err != nil {
+				t.Fatalf("Wait after a completion: %v", err)
+			}
+		case <-time.After(c.Timeout):
+			t.Fatal("Wait did not wake on a completion")
+		}
+		mustWC(t, e.waitOne(t, p.srv.rcq), 1, verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
+		mustWC(t, e.waitOne(t, p.cli.scq), 2, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		woke := make(chan error, 1)
+		go func() { woke <- p.srv.rcq.Wait(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		select {
+		case err := <-woke:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Wait after cancel: %v, want context.Canceled", err)
+			}
+		case <-time.After(c.Timeout):
+			t.Fatal("Wait did not return after its context was cancelled")
+		}
+	})
+
+	t.Run("Close", func(t *testing.T) {
+		cq, err := e.srv.dev.CreateCQ(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		defer cancel()
+		woke := make(chan error, 1)
+		go func() { woke <- cq.Wait(ctx) }()
+		time.Sleep(50 * time.Millisecond)
+		if err := cq.Close(); err != nil {
+			t.Errorf("CQ.Close: %v", err)
+		}
+		select {
+		case err := <-woke:
+			if !errors.Is(err, verbs.ErrClosed) {
+				t.Fatalf("Wait on a closed CQ: %v, want ErrClosed", err)
+			}
+		case <-time.After(c.Timeout):
+			t.Fatal("Wait did not return after the CQ was closed")
+		}
+		if err := cq.Wait(ctx); !errors.Is(err, verbs.ErrClosed) {
+			t.Errorf("Wait after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

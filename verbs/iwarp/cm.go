@@ -44,6 +44,12 @@ func (d *device) Dial(ctx context.Context, addr string, opts verbs.ConnOptions) 
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
+	// Receives go on before the MPA Request leaves: the responder may
+	// send as soon as it has answered.
+	rq, err := initialRecv(&opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
@@ -65,7 +71,7 @@ func (d *device) Dial(ctx context.Context, addr string, opts verbs.ConnOptions) 
 		return nil, err
 	}
 	tc.SetDeadline(time.Time{})
-	return newConn(d, tc, &opts, neg)
+	return newConn(d, tc, &opts, neg, rq)
 }
 
 func (d *device) initiate(tc *net.TCPConn, addr string, opts *verbs.ConnOptions) (*negotiated, error) {
@@ -117,6 +123,22 @@ func (d *device) initiate(tc *net.TCPConn, addr string, opts *verbs.ConnOptions)
 		}
 	}
 	return neg, nil
+}
+
+// initialRecv creates a connection's own receive queue (none with an SRQ)
+// and posts o.InitialRecv on it, before the connection exists, so the
+// peer's first Send always finds a receive.
+func initialRecv(o *verbs.ConnOptions) (*recvQueue, error) {
+	if o.SRQ != nil {
+		return nil, nil
+	}
+	q := newRecvQueue(o.MaxRecvWR, o.MaxSGE)
+	if o.InitialRecv != nil {
+		if err := q.post(o.PD.(*pd), o.InitialRecv); err != nil {
+			return nil, fmt.Errorf("iwarp: posting ConnOptions.InitialRecv: %w", err)
+		}
+	}
+	return q, nil
 }
 
 func checkOptions(o *verbs.ConnOptions) error {
@@ -289,6 +311,13 @@ func (r *connRequest) Accept(opts verbs.ConnOptions) (verbs.Conn, error) {
 		r.Reject(nil)
 		return nil, err
 	}
+	// Receives go on before the MPA Reply leaves: the initiator may send
+	// as soon as it has read it.
+	rq, err := initialRecv(&opts)
+	if err != nil {
+		r.Reject(nil)
+		return nil, err
+	}
 	if err := r.answer(); err != nil {
 		return nil, err
 	}
@@ -325,5 +354,5 @@ func (r *connRequest) Accept(opts verbs.ConnOptions) (verbs.Conn, error) {
 		return nil, fmt.Errorf("iwarp: accepting %s: %w", r.tc.RemoteAddr(), err)
 	}
 	r.tc.SetDeadline(time.Time{})
-	return newConn(r.l.d, r.tc, &opts, neg)
+	return newConn(r.l.d, r.tc, &opts, neg, rq)
 }

@@ -104,6 +104,7 @@ type conn struct {
 	rtrSeen  bool
 
 	live   atomic.Bool
+	txIdle atomic.Bool // tx is parked (or about to park) waiting for a kick
 	txKick chan struct{}
 	dying  chan struct{}
 	txDone chan struct{}
@@ -116,7 +117,9 @@ type conn struct {
 	rx rxState
 }
 
-func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated) (*conn, error) {
+// newConn starts the queue pair on an established stream. rq is its own
+// receive queue (nil with an SRQ), already holding ConnOptions.InitialRecv.
+func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, rq *recvQueue) (*conn, error) {
 	c := &conn{dev: d, pd: o.PD.(*pd), tc: tc, scq: o.SendCQ.(*cq), rcq: o.RecvCQ.(*cq),
 		private: neg.private, neg: *neg, maxSGE: o.MaxSGE, crc: neg.crc,
 		txKick: make(chan struct{}, 1), dying: make(chan struct{}), txDone: make(chan struct{}), done: make(chan struct{})}
@@ -124,7 +127,7 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated) 
 	if o.SRQ != nil {
 		c.srq = o.SRQ.(*srq)
 	} else {
-		c.rq = newRecvQueue(o.MaxRecvWR, o.MaxSGE)
+		c.rq = rq
 	}
 	c.sq = make([]sqEntry, o.MaxSendWR)
 	c.sqSGE = make([]verbs.SGE, o.MaxSendWR*o.MaxSGE)
@@ -168,7 +171,14 @@ func (c *conn) PrivateData() []byte   { return c.private }
 func (c *conn) LocalAddr() net.Addr   { return c.tc.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr  { return c.tc.RemoteAddr() }
 func (c *conn) Done() <-chan struct{} { return c.done }
+
+// kick wakes tx if it is parked. tx parks only after finding nothing to
+// do under c.mu, so work added under c.mu before kick is never missed; a
+// busy tx sees it on its next round without a wake-up.
 func (c *conn) kick() {
+	if !c.txIdle.CompareAndSwap(true, false) {
+		return
+	}
 	select {
 	case c.txKick <- struct{}{}:
 	default:

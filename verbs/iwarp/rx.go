@@ -17,7 +17,10 @@ import (
 // the CRC over the placed bytes. Any violation is answered with a
 // Terminate naming the offending segment.
 
-const rxBufLen = 1024 // small: payload reads bypass it
+// rxBufLen is the receive buffer: headers, trailers and payloads shorter
+// than it are read through it, several FPDUs per system call; longer
+// payloads are read straight from the socket into their destination.
+const rxBufLen = 16 << 10
 
 var errStop = errors.New("iwarp: receive stopped")
 
@@ -400,8 +403,8 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 		}
 		x.curOn = true
 		if x.cur.bad {
-			x.completeRecv(verbs.StatusLocalProtection, 0, 0)
 			x.c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified}, "receive SGE outside its region")
+			x.completeRecv(verbs.StatusLocalProtection, 0, 0)
 			return errStop
 		}
 	} else if h.MSN != x.msn[qnSend] {
@@ -409,14 +412,16 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 	}
 	end := int(h.MO) + plen
 	if end > x.cur.len {
+		err := x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d bytes for a %d-byte receive", end, x.cur.len))
 		x.completeRecv(verbs.StatusLocalLength, 0, 0)
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d bytes for a %d-byte receive", end, x.cur.len))
+		return err
 	}
 	if ok, err := x.scatter(x.cur.sgl, int(h.MO), plen); err != nil {
 		return err
 	} else if !ok {
+		err := c.localProtection(0, false, "Send")
 		x.completeRecv(verbs.StatusLocalProtection, 0, 0)
-		return c.localProtection(0, false, "Send")
+		return err
 	}
 	if err := x.trailer(); err != nil {
 		return err
@@ -428,9 +433,9 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 	if op == opSendInv || op == opSendSEInv {
 		m := c.dev.lookup(h.InvSTag)
 		if m == nil || m.pd != c.pd {
-			x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
 			c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPRemoteOperation, Code: RDMAPCannotInvalidate, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h},
 				fmt.Sprintf("Send with Invalidate of unknown STag %#x", h.InvSTag))
+			x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
 			return errStop
 		}
 		m.remote.Store(false)
@@ -441,6 +446,10 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 	return nil
 }
 
+// completeRecv delivers the current receive's completion. An error status
+// is only ever delivered after fail: by the time a consumer can see it the
+// queue pair has left RTS, as on an HCA, so nothing posted afterwards can
+// still succeed.
 func (x *rxState) completeRecv(st verbs.Status, n int, inv uint32) {
 	wc := verbs.WC{ID: x.cur.id, Op: verbs.OpRecv, Status: st, ByteLen: n, Conn: x.c.self,
 		Invalidated: inv != 0, InvalidatedRKey: inv}

@@ -10,7 +10,10 @@ import (
 )
 
 // The transmit side: one goroutine per connection turns work into FPDUs
-// and writes them with writev. Payload bytes go from the caller's
+// and writes them with writev: each round gathers everything that is
+// ready (Read Responses owed to the peer, a run of send-queue entries, the
+// zero-length Read that proves their placement) into one batch, so a
+// burst of small messages costs one system call, not one per message. Payload bytes go from the caller's
 // registered memory straight into the kernel: each FPDU is an iovec list
 // of a preallocated header, the SGL pieces and a preallocated pad+CRC
 // trailer, the CRC computed over the pieces in place.
@@ -18,6 +21,7 @@ import (
 const (
 	batchFPDUs = 64
 	batchBytes = 512 << 10
+	batchWRs   = 32 // send-queue entries (and Read Responses) gathered into one batch
 )
 
 var (
@@ -33,15 +37,18 @@ type txState struct {
 	trl   [batchFPDUs][3 + fpduCRCLen]byte
 	nf    int
 	bytes int
-	held  []*mr // regions of the SGL being sent, held against Deregister
-	rrq   [readReqLen]byte
+	held  []*mr // regions of the batch being sent, held against Deregister
+	rrq   [batchWRs + 2][readReqLen]byte
+	nrr   int
+	resp  [batchWRs]irqEntry // Read Responses taken for the batch
+	nresp int
 	term  [termMaxLen]byte
 }
 
 func (t *txState) init(c *conn) {
 	t.c = c
 	t.iov = make([][]byte, 0, batchFPDUs*2+c.maxSGE+8)
-	t.held = make([]*mr, 0, c.maxSGE)
+	t.held = make([]*mr, 0, batchWRs*(c.maxSGE+1))
 }
 
 // flush writes the batched FPDUs.
@@ -52,7 +59,7 @@ func (t *txState) flush() error {
 	t.wbuf = t.iov
 	_, err := t.wbuf.WriteTo(t.c.tc)
 	t.iov = t.iov[:0]
-	t.nf, t.bytes = 0, 0
+	t.nf, t.bytes, t.nrr = 0, 0, 0
 	return err
 }
 
@@ -139,54 +146,46 @@ func tagged(op rdmapOpcode, stag uint32, to uint64) ddpHeader {
 	return ddpHeader{Tagged: true, Version: ddpVersion, RDMAP: rdmapCtrl(op), STag: stag, TO: to}
 }
 
-// sendReadRequest sends an RDMA Read Request (a zero-length one for
-// fences and the RFC 6581 RTR).
+// sendReadRequest sends an RDMA Read Request (the RFC 6581 RTR) at once.
 func (t *txState) sendReadRequest(msn uint32, rr *readRequest) error {
-	rr.put(t.rrq[:])
-	if err := t.send(untagged(opReadReq, qnReadReq, msn), nil, t.rrq[:], readReqLen); err != nil {
+	if err := t.queueReadRequest(msn, rr); err != nil {
 		return err
 	}
 	return t.flush()
 }
 
-// sendReadResponse answers a peer's Read Request from our region.
-func (t *txState) sendReadResponse(ie *irqEntry) error {
-	h := tagged(opReadResp, ie.sinkSTag, ie.sinkTO)
-	if ie.n == 0 {
-		if err := t.send(h, nil, nil, 0); err != nil {
+// queueReadRequest adds an RDMA Read Request to the batch, its body in a
+// buffer of its own that stays put until the batch is written.
+func (t *txState) queueReadRequest(msn uint32, rr *readRequest) error {
+	if t.nrr == len(t.rrq) {
+		if err := t.flush(); err != nil {
 			return err
 		}
-		return t.flush()
 	}
-	m := ie.m
-	m.use.RLock()
-	defer m.use.RUnlock()
-	if m.dead {
-		return errors.New("iwarp: region deregistered while an RDMA Read Response was sent from it")
-	}
-	if err := t.send(h, nil, m.b[ie.off:ie.off+ie.n], ie.n); err != nil {
-		return err
-	}
-	return t.flush()
+	b := t.rrq[t.nrr][:]
+	t.nrr++
+	rr.put(b)
+	return t.send(untagged(opReadReq, qnReadReq, msn), nil, b, readReqLen)
 }
 
-// hold read-locks the regions of an SGL (each once) so they cannot be
-// deregistered while their bytes are sent; false if one is already gone.
+// holdMR read-locks m for the rest of the batch (once), so it cannot be
+// deregistered while its bytes are being sent; false if it is gone.
+func (t *txState) holdMR(m *mr) bool {
+	if !slices.Contains(t.held, m) {
+		m.use.RLock()
+		t.held = append(t.held, m)
+	}
+	return !m.dead
+}
+
+// hold holds the regions of an SGL; false if one is already gone.
 func (t *txState) hold(sgl []verbs.SGE) bool {
 	for i := range sgl {
 		if len(sgl[i].Buf) == 0 {
 			continue
 		}
 		m := t.c.dev.lookup(sgl[i].LKey)
-		if m == nil {
-			return false
-		}
-		if slices.Contains(t.held, m) {
-			continue
-		}
-		m.use.RLock()
-		t.held = append(t.held, m)
-		if m.dead {
+		if m == nil || !t.holdMR(m) {
 			return false
 		}
 	}
@@ -201,9 +200,20 @@ func (t *txState) release() {
 	t.held = t.held[:0]
 }
 
-// sendWR transmits one send-queue entry.
-func (t *txState) sendWR(e *sqEntry) error {
-	defer t.release()
+// queueReadResponse adds the answer to a peer's Read Request.
+func (t *txState) queueReadResponse(ie *irqEntry) error {
+	h := tagged(opReadResp, ie.sinkSTag, ie.sinkTO)
+	if ie.n == 0 {
+		return t.send(h, nil, nil, 0)
+	}
+	if !t.holdMR(ie.m) {
+		return errors.New("iwarp: region deregistered while an RDMA Read Response was sent from it")
+	}
+	return t.send(h, nil, ie.m.b[ie.off:ie.off+ie.n], ie.n)
+}
+
+// queueWR adds one send-queue entry.
+func (t *txState) queueWR(e *sqEntry) error {
 	if !t.hold(e.sgl) {
 		return errLocalProtection
 	}
@@ -216,11 +226,59 @@ func (t *txState) sendWR(e *sqEntry) error {
 		h.InvSTag = e.invRKey
 	case verbs.OpRDMAWrite:
 		h = tagged(opWrite, e.rkey, e.remoteAddr)
+	case verbs.OpRDMARead:
+		rr := readRequest{Size: uint32(e.length), SrcSTag: e.rkey, SrcTO: e.remoteAddr}
+		if len(e.sgl) > 0 && e.length > 0 {
+			rr.SinkSTag, rr.SinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
+		}
+		return t.queueReadRequest(e.msn, &rr)
 	}
-	if err := t.send(h, e.sgl, nil, e.length); err != nil {
-		return err
+	return t.send(h, e.sgl, nil, e.length)
+}
+
+// writeBatch writes what gather took: the Read Responses, the send-queue
+// entries [from, to) and, if fence, a zero-length Read Request with MSN
+// fenceMSN, all in as few writev calls as the batch limits allow. It
+// returns the end of the run of entries that were handed to TCP in full.
+func (t *txState) writeBatch(from, to uint64, fence bool, fenceMSN uint32) (uint64, error) {
+	c := t.c
+	defer t.release()
+	for i := range t.resp[:t.nresp] {
+		if err := t.queueReadResponse(&t.resp[i]); err != nil {
+			return from, err
+		}
 	}
-	return t.flush()
+	clear(t.resp[:t.nresp])
+	t.nresp = 0
+	for seq := from; seq < to; seq++ {
+		if err := t.queueWR(c.sqAt(seq)); err != nil {
+			if errors.Is(err, errLocalProtection) {
+				// What went before it still goes out.
+				if ferr := t.flush(); ferr != nil {
+					return from, ferr
+				}
+				return seq, err
+			}
+			return from, err
+		}
+	}
+	if fence {
+		if err := t.queueReadRequest(fenceMSN, &readRequest{}); err != nil {
+			return from, err
+		}
+	}
+	return to, t.flush()
+}
+
+// idle parks tx until a kick (or the end). Caller holds c.mu and has
+// found nothing to do; kick only signals a parked tx.
+func (c *conn) idle() {
+	c.txIdle.Store(true)
+	c.mu.Unlock()
+	select {
+	case <-c.txKick:
+	case <-c.dying:
+	}
 }
 
 func (c *conn) txLoop() {
@@ -230,18 +288,15 @@ func (c *conn) txLoop() {
 	// initiator's ready-to-receive message arrived.
 	for {
 		c.mu.Lock()
-		seen, live := c.rtrSeen, c.state == stateLive
-		c.mu.Unlock()
-		if !live {
+		if c.state != stateLive {
+			c.mu.Unlock()
 			return
 		}
-		if seen {
+		if c.rtrSeen {
+			c.mu.Unlock()
 			break
 		}
-		select {
-		case <-c.txKick:
-		case <-c.dying:
-		}
+		c.idle()
 	}
 	switch c.neg.sendRTR {
 	case rtrWrite:
@@ -263,99 +318,106 @@ func (c *conn) txLoop() {
 			c.mu.Unlock()
 			return
 		}
-		// Read Responses first: the peer is waiting on them.
-		if c.irqHead < c.irqTail {
-			// Pop before sending: once the last byte is out the peer may
-			// complete the Read and issue the next one at once.
-			ie := c.irq[c.irqHead%uint64(len(c.irq))]
-			c.irq[c.irqHead%uint64(len(c.irq))] = irqEntry{}
+		// Gather everything that is ready. Read Responses first: the
+		// peer is waiting on them. Pop them before sending: once the last
+		// byte is out the peer may complete the Read and issue the next
+		// one at once.
+		for c.irqHead < c.irqTail && t.nresp < len(t.resp) {
+			i := c.irqHead % uint64(len(c.irq))
+			t.resp[t.nresp] = c.irq[i]
+			c.irq[i] = irqEntry{}
 			c.irqHead++
-			c.mu.Unlock()
-			if err := t.sendReadResponse(&ie); err != nil {
-				c.txFailed(err)
-				return
-			}
-			continue
+			t.nresp++
 		}
-		orqFull := c.orqTail-c.orqHead >= uint64(len(c.orq))
-		if c.sqSent < c.sqTail {
+		// Then a run of send-queue entries, stopping at one that failed
+		// its local checks (it ends the connection once everything before
+		// it is out) and at a Read the ORD has no room for.
+		from, bytes := c.sqSent, 0
+		for c.sqSent < c.sqTail && c.sqSent-from < batchWRs && bytes < batchBytes {
 			seq := c.sqSent
 			e := c.sqAt(seq)
 			if e.localErr != 0 {
-				c.failSet, c.failSeq, c.failStat = true, seq, e.localErr
-				c.mu.Unlock()
-				c.fail(&verbs.CompletionError{Op: e.op, Status: e.localErr, ID: e.id},
-					&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
-				return
-			}
-			if e.op == verbs.OpRDMARead {
-				if !orqFull {
-					rr := readRequest{Size: uint32(e.length), SrcSTag: e.rkey, SrcTO: e.remoteAddr}
-					if len(e.sgl) > 0 && e.length > 0 {
-						rr.SinkSTag, rr.SinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
-					}
-					e.msn = c.txMSN[qnReadReq]
-					c.txMSN[qnReadReq]++
-					e.sent = true
-					c.sqSent++
-					c.covered = c.sqSent
-					c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: seq + 1, user: true, seq: seq,
-						sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, length: e.length}
-					c.orqTail++
+				if seq == from && t.nresp == 0 {
+					c.failSet, c.failSeq, c.failStat = true, seq, e.localErr
 					c.mu.Unlock()
-					if err := t.sendReadRequest(e.msn, &rr); err != nil {
-						c.txFailed(err)
-						return
-					}
-					continue
-				}
-			} else {
-				if e.op != verbs.OpRDMAWrite {
-					e.msn = c.txMSN[qnSend]
-					c.txMSN[qnSend]++
-				}
-				e.sent = true
-				c.sqSent++
-				c.mu.Unlock()
-				if err := t.sendWR(e); err != nil {
-					if errors.Is(err, errLocalProtection) {
-						c.mu.Lock()
-						c.failSet, c.failSeq, c.failStat = true, seq, verbs.StatusLocalProtection
-						c.mu.Unlock()
-						c.fail(&verbs.CompletionError{Op: e.op, Status: verbs.StatusLocalProtection, ID: e.id},
-							&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
-						return
-					}
-					c.txFailed(err)
+					c.fail(&verbs.CompletionError{Op: e.op, Status: e.localErr, ID: e.id},
+						&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
 					return
 				}
-				c.mu.Lock()
-				e.wrote = true
-				e.done = e.done || !c.fence
-				c.mu.Unlock()
-				if !c.fence {
-					c.complete()
+				break
+			}
+			switch e.op {
+			case verbs.OpRDMARead:
+				if c.orqTail-c.orqHead >= uint64(len(c.orq)) {
+					goto gathered
 				}
-				continue
+				e.msn = c.txMSN[qnReadReq]
+				c.txMSN[qnReadReq]++
+				// Its response proves everything before it placed too.
+				c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: seq + 1, user: true, seq: seq,
+					length: e.length}
+				if len(e.sgl) > 0 && e.length > 0 {
+					o := &c.orq[c.orqTail%uint64(len(c.orq))]
+					o.sinkSTag, o.sinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
+				}
+				c.orqTail++
+				c.covered = seq + 1
+			case verbs.OpSend, verbs.OpSendInv:
+				e.msn = c.txMSN[qnSend]
+				c.txMSN[qnSend]++
 			}
-		} else if c.fence && c.covered < c.sqSent && !orqFull {
-			// Prove placement of everything sent so far.
-			c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: c.sqSent}
+			e.sent = true
+			c.sqSent++
+			bytes += e.length
+		}
+	gathered:
+		to := c.sqSent
+		// One zero-length Read proves the placement of the whole burst:
+		// everything sent and not yet covered, this batch included. It
+		// waits until the batch has drained the queue, so a burst larger
+		// than one batch still gets one fence, after its last entry.
+		var fenceMSN uint32
+		fence := c.fence && c.covered < to && c.sqSent == c.sqTail && c.orqTail-c.orqHead < uint64(len(c.orq))
+		if fence {
+			c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: to}
 			c.orqTail++
-			c.covered = c.sqSent
-			msn := c.txMSN[qnReadReq]
+			c.covered = to
+			fenceMSN = c.txMSN[qnReadReq]
 			c.txMSN[qnReadReq]++
-			c.mu.Unlock()
-			if err := t.sendReadRequest(msn, &readRequest{}); err != nil {
-				c.txFailed(err)
-				return
-			}
+		}
+		if t.nresp == 0 && from == to && !fence {
+			c.idle()
 			continue
 		}
 		c.mu.Unlock()
-		select {
-		case <-c.txKick:
-		case <-c.dying:
+		wrote, err := t.writeBatch(from, to, fence, fenceMSN)
+		if wrote > from {
+			c.mu.Lock()
+			// A fast fence answer may have retired (and a new post
+			// reused) the slots of entries before sqHead already.
+			for s := max(from, c.sqHead); s < wrote; s++ {
+				if e := c.sqAt(s); e.op != verbs.OpRDMARead {
+					e.wrote = true
+					e.done = e.done || !c.fence
+				}
+			}
+			c.mu.Unlock()
+			if !c.fence {
+				c.complete()
+			}
+		}
+		if err != nil {
+			if errors.Is(err, errLocalProtection) {
+				e := c.sqAt(wrote)
+				c.mu.Lock()
+				c.failSet, c.failSeq, c.failStat = true, wrote, verbs.StatusLocalProtection
+				c.mu.Unlock()
+				c.fail(&verbs.CompletionError{Op: e.op, Status: verbs.StatusLocalProtection, ID: e.id},
+					&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
+				return
+			}
+			c.txFailed(err)
+			return
 		}
 	}
 }

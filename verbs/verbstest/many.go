@@ -47,13 +47,17 @@ type manyEnd struct {
 	in, out  *region
 }
 
-func (x *manyEnd) postRecvs() error {
-	for k := range manyRecvs {
-		if err := x.conn.PostRecv(recvWR(uint64(k), x.in.sge(k*manySlot, manySlot))); err != nil {
-			return fmt.Errorf("%s: PostRecv: %w", x.name, err)
-		}
+// initialRecvs is the chain of receives each end has posted before its
+// connection is established (ConnOptions.InitialRecv), so the peer's first
+// Send finds one however early it comes.
+func (x *manyEnd) initialRecvs() *verbs.RecvWR {
+	var head *verbs.RecvWR
+	for k := manyRecvs - 1; k >= 0; k-- {
+		wr := recvWR(uint64(k), x.in.sge(k*manySlot, manySlot))
+		wr.Next = head
+		head = wr
 	}
-	return nil
+	return head
 }
 
 // do posts wr and waits for its signalled completion.
@@ -110,13 +114,9 @@ func testManyConnections(t *testing.T, c config) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout*time.Duration(2+n/16))
 	defer cancel()
 	errs := make(chan error, 2*n+1)
-	ready := make([]chan struct{}, n) // closed when server i has its receives posted
-	for i := range ready {
-		ready[i] = make(chan struct{})
-	}
-	go func() { errs <- manyAcceptor(ctx, e, ln, n, ready, errs) }()
+	go func() { errs <- manyAcceptor(ctx, e, ln, n, errs) }()
 	for i := range n {
-		go func() { errs <- manyClient(ctx, e, ln.Addr().String(), i, ready[i]) }()
+		go func() { errs <- manyClient(ctx, e, ln.Addr().String(), i) }()
 	}
 	failed := 0
 	for range 2*n + 1 {
@@ -137,7 +137,7 @@ func testManyConnections(t *testing.T, c config) {
 
 // manyAcceptor accepts n connections and starts a server goroutine for
 // each, which reports on errs. It returns after the n-th accept.
-func manyAcceptor(ctx context.Context, e *env, ln verbs.Listener, n int, ready []chan struct{}, errs chan<- error) error {
+func manyAcceptor(ctx context.Context, e *env, ln verbs.Listener, n int, errs chan<- error) error {
 	started := make([]bool, n)
 	// On failure, stand in for the servers that will never start.
 	fail := func(err error) error {
@@ -161,7 +161,7 @@ func manyAcceptor(ctx context.Context, e *env, ln verbs.Listener, n int, ready [
 		}
 		i := int(binary.BigEndian.Uint32(pd))
 		started[i] = true
-		go func() { errs <- manyServer(ctx, e, req, i, ready[i]) }()
+		go func() { errs <- manyServer(ctx, e, req, i) }()
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (x *manyEnd) release() {
 	}
 }
 
-func manyServer(ctx context.Context, e *env, req verbs.ConnRequest, i int, ready chan struct{}) error {
+func manyServer(ctx context.Context, e *env, req verbs.ConnRequest, i int) error {
 	x := &manyEnd{ctx: ctx, name: fmt.Sprintf("server %d", i)}
 	defer x.release()
 	if err := x.open(e.srv); err != nil {
@@ -212,13 +212,11 @@ func manyServer(ctx context.Context, e *env, req verbs.ConnRequest, i int, ready
 	}
 	defer mem.free()
 	fill(mem.Bytes(), uint64(5000+i))
-	if x.conn, err = req.Accept(e.options(e.srv, x.scq, x.rcq)); err != nil {
+	o := e.options(e.srv, x.scq, x.rcq)
+	o.InitialRecv = x.initialRecvs()
+	if x.conn, err = req.Accept(o); err != nil {
 		return fmt.Errorf("%s: Accept: %w", x.name, err)
 	}
-	if err := x.postRecvs(); err != nil {
-		return err
-	}
-	close(ready)
 	body, err := x.recv(kindHello)
 	if err != nil {
 		return err
@@ -258,7 +256,7 @@ func manyServer(ctx context.Context, e *env, req verbs.ConnRequest, i int, ready
 	}
 }
 
-func manyClient(ctx context.Context, e *env, addr string, i int, ready <-chan struct{}) error {
+func manyClient(ctx context.Context, e *env, addr string, i int) error {
 	x := &manyEnd{ctx: ctx, name: fmt.Sprintf("client %d", i)}
 	defer x.release()
 	if err := x.open(e.cli); err != nil {
@@ -271,19 +269,12 @@ func manyClient(ctx context.Context, e *env, addr string, i int, ready <-chan st
 	defer local.free()
 	o := e.options(e.cli, x.scq, x.rcq)
 	o.PrivateData = binary.BigEndian.AppendUint32(nil, uint32(i))
+	// Both ends' receives are posted before the connection is
+	// established, so the hello may go out at once: no out-of-band wait
+	// for the server.
+	o.InitialRecv = x.initialRecvs()
 	if x.conn, err = e.cli.dev.Dial(ctx, addr, o); err != nil {
 		return fmt.Errorf("%s: Dial: %w", x.name, err)
-	}
-	if err := x.postRecvs(); err != nil {
-		return err
-	}
-	// The server's first Send must find our receives, and ours its: wait
-	// until it has posted them (the interface cannot post receives before
-	// a connection is established).
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		return fmt.Errorf("%s: server never got ready: %w", x.name, ctx.Err())
 	}
 	if err := x.send(kindHello, binary.BigEndian.AppendUint32(nil, uint32(i))); err != nil {
 		return err

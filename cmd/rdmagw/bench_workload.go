@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmagw/rdmagw/gateway"
+)
+
+// benchKind is what one benchmark operation does.
+type benchKind int
+
+const (
+	kindRead benchKind = iota
+	kindWrite
+	kindGetattr
+)
+
+// benchOp is one workload: an operation and its I/O size.
+type benchOp struct {
+	name string
+	kind benchKind
+	size int
+}
+
+// defaultBenchOps is the workload of issue #4: READ and WRITE of 1 MiB
+// and 4 KiB, and GETATTR.
+const defaultBenchOps = "read-1m,write-1m,read-4k,write-4k,getattr"
+
+// parseBenchOps reads "read-1m,write-4k,getattr": read-SIZE or write-SIZE
+// (a size such as 4k, 64KiB, 1m), or getattr.
+func parseBenchOps(s string) ([]benchOp, error) {
+	var ops []benchOp
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(strings.ToLower(name))
+		if name == "getattr" {
+			ops = append(ops, benchOp{name: name, kind: kindGetattr})
+			continue
+		}
+		verb, size, ok := strings.Cut(name, "-")
+		var kind benchKind
+		switch {
+		case ok && verb == "read":
+			kind = kindRead
+		case ok && verb == "write":
+			kind = kindWrite
+		default:
+			return nil, fmt.Errorf("unknown op %q (want read-SIZE, write-SIZE or getattr)", name)
+		}
+		n, err := gateway.ParseByteSize(strings.ToUpper(size))
+		if err != nil || n <= 0 || n > 1<<20 {
+			return nil, fmt.Errorf("op %q: size must be 1 byte to 1MiB", name)
+		}
+		ops = append(ops, benchOp{name: name, kind: kind, size: int(n)})
+	}
+	return ops, nil
+}
+
+// benchResult is one workload on one path.
+type benchResult struct {
+	Op         string  `json:"op"`
+	Path       string  `json:"path"` // "gateway" (RPC-over-RDMA) or "direct" (TCP)
+	Vers       string  `json:"nfs_version"`
+	Ops        int64   `json:"ops"`
+	Bytes      int64   `json:"bytes"`
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"`
+	OpsPerSec  float64 `json:"ops_per_sec"`
+	MiBPerSec  float64 `json:"mib_per_sec"`
+	P50Micros  float64 `json:"p50_us"`
+	P99Micros  float64 `json:"p99_us"`
+	FirstError string  `json:"first_error,omitempty"`
+}
+
+// benchRun is how long and how wide one workload runs.
+type benchRun struct {
+	fileSize    int64
+	concurrency int
+	duration    time.Duration
+	progress    io.Writer // nil: no progress lines
+}
+
+// runWorkload runs op against t with r.concurrency workers for
+// r.duration and measures every operation's latency.
+func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers string, r benchRun) benchResult {
+	res := benchResult{Op: op.name, Path: path, Vers: vers}
+	var ops, bytes, errs atomic.Int64
+	var errOnce sync.Once
+	// Workers stop starting operations at the deadline but let those in
+	// flight finish: cancelling an RPC-over-RDMA call whose WRITE data
+	// the gateway is still pulling invalidates that memory under the
+	// gateway's RDMA Read, which (correctly) costs the connection.
+	deadline := time.Now().Add(r.duration)
+	lats := make([][]time.Duration, r.concurrency)
+	start := time.Now()
+	stopProgress := startBenchProgress(r.progress, path, op.name, start, &ops, &bytes)
+	var wg sync.WaitGroup
+	for w := range r.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			var data []byte
+			if op.kind == kindWrite {
+				data = make([]byte, op.size)
+				for i := range data {
+					data[i] = byte(rng.Uint32())
+				}
+			}
+			slots := max(1, (r.fileSize-int64(op.size))/int64(max(op.size, 1))+1)
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				off := uint64(rng.Int64N(slots)) * uint64(op.size)
+				t0 := time.Now()
+				n, err := doBenchOp(ctx, t, op, off, data)
+				if err != nil {
+					errs.Add(1)
+					errOnce.Do(func() { res.FirstError = err.Error() })
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+				ops.Add(1)
+				bytes.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	res.Seconds = time.Since(start).Seconds()
+	res.Ops, res.Bytes, res.Errors = ops.Load(), bytes.Load(), errs.Load()
+	res.OpsPerSec = float64(res.Ops) / res.Seconds
+	res.MiBPerSec = float64(res.Bytes) / res.Seconds / (1 << 20)
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	if n := len(all); n > 0 {
+		res.P50Micros = float64(all[n/2].Nanoseconds()) / 1e3
+		res.P99Micros = float64(all[min(n-1, n*99/100)].Nanoseconds()) / 1e3
+	}
+	return res
+}
+
+func doBenchOp(ctx context.Context, t benchTarget, op benchOp, off uint64, data []byte) (int, error) {
+	switch op.kind {
+	case kindRead:
+		return t.read(ctx, off, uint32(op.size))
+	case kindWrite:
+		return len(data), t.write(ctx, off, data)
+	}
+	return 0, t.getattr(ctx)
+}
+
+// startBenchProgress prints a line a second while a workload runs and
+// returns the function that stops it.
+func startBenchProgress(w io.Writer, path, op string, start time.Time, ops, bytes *atomic.Int64) func() {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				secs := now.Sub(start).Seconds()
+				fmt.Fprintf(w, "  %-7s %-9s %5.1fs %9d ops %9.0f ops/s %9.1f MiB/s\n", path, op, secs,
+					ops.Load(), float64(ops.Load())/secs, float64(bytes.Load())/secs/(1<<20))
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}

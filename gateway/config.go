@@ -1,0 +1,215 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+)
+
+// Config is the gateway's configuration, as configs/forward.yaml documents
+// it field by field. Load it with LoadConfig or ParseConfig: they start
+// from DefaultConfig, so a field left out of the file keeps its default,
+// and they refuse unknown fields and invalid values.
+type Config struct {
+	// Mode is "forward" (RDMA clients → TCP server). "reverse" is
+	// reserved for the other direction and not served yet.
+	Mode    string        `yaml:"mode"`
+	Listen  ListenConfig  `yaml:"listen"`
+	Backend BackendConfig `yaml:"backend"`
+	RDMA    RDMAConfig    `yaml:"rdma"`
+	Pool    PoolConfig    `yaml:"pool"`
+	Metrics MetricsConfig `yaml:"metrics"`
+	Log     LogConfig     `yaml:"log"`
+}
+
+// ListenConfig is where RDMA clients connect.
+type ListenConfig struct {
+	Address  string `yaml:"address"`  // IP to listen on ("0.0.0.0" = all)
+	Port     int    `yaml:"port"`     // 20049 is the NFS/RDMA port
+	Provider string `yaml:"provider"` // verbs provider: "iwarp" or "ibverbs"
+	// AllowedNetworks lists the CIDRs clients may connect from; empty
+	// allows everyone. Other connection requests are rejected and counted.
+	AllowedNetworks []string `yaml:"allowed_networks"`
+}
+
+// BackendConfig is the NFS server the gateway forwards to over TCP.
+type BackendConfig struct {
+	Address        string        `yaml:"address"`
+	Port           int           `yaml:"port"`
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// ConnectionPolicy: "per_client" opens one backend connection per
+	// RDMA client connection (XIDs pass through unchanged).
+	ConnectionPolicy string `yaml:"connection_policy"`
+	// ReservedSourcePort binds backend connections to a port below 1024,
+	// for servers that export with "secure" (the Linux nfsd default).
+	ReservedSourcePort bool          `yaml:"reserved_source_port"`
+	ReconnectInitial   time.Duration `yaml:"reconnect_backoff_initial"`
+	ReconnectMax       time.Duration `yaml:"reconnect_backoff_max"`
+	GiveUpAfter        time.Duration `yaml:"give_up_after"`
+	// MaxReplyBytes bounds one reply record from the server.
+	MaxReplyBytes ByteSize `yaml:"max_reply_bytes"`
+}
+
+// RDMAConfig tunes the RPC-over-RDMA responder.
+type RDMAConfig struct {
+	Credits             int          `yaml:"credits"`
+	InlineRecv          ByteSize     `yaml:"inline_recv"`
+	InlineSend          ByteSize     `yaml:"inline_send"`
+	MaxReadsOutstanding int          `yaml:"max_reads_outstanding"`
+	Limits              LimitsConfig `yaml:"limits"`
+}
+
+// LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.
+type LimitsConfig struct {
+	MaxReadSegments     int      `yaml:"max_read_segments"`
+	MaxReadChunks       int      `yaml:"max_read_chunks"`
+	MaxWriteChunks      int      `yaml:"max_write_chunks"`
+	MaxSegmentsPerChunk int      `yaml:"max_segments_per_chunk"`
+	MaxChunkBytes       ByteSize `yaml:"max_chunk_bytes"`
+}
+
+// PoolConfig sizes the registered buffer pool shared by all connections.
+type PoolConfig struct {
+	MaxBytes  ByteSize   `yaml:"max_bytes"`
+	SlabBytes ByteSize   `yaml:"slab_bytes"`
+	Classes   []ByteSize `yaml:"classes"`
+}
+
+// MetricsConfig is the Prometheus endpoint.
+type MetricsConfig struct {
+	Listen string `yaml:"listen"` // "host:port" serving /metrics; "" turns it off
+}
+
+// LogConfig is the go-hclog logger.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // trace, debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// Defaults of the configuration; configs/forward.yaml says why.
+const (
+	DefaultListenPort     = 20049
+	DefaultBackendPort    = 2049
+	DefaultMetricsListen  = "127.0.0.1:9464"
+	DefaultCredits        = 128
+	DefaultInline         = 4096
+	DefaultReadsInFlight  = 16
+	DefaultPoolMaxBytes   = 512 << 20
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultReconnectInit  = 100 * time.Millisecond
+	DefaultReconnectMax   = 5 * time.Second
+	DefaultGiveUpAfter    = 60 * time.Second
+	PolicyPerClient       = "per_client"
+)
+
+// DefaultConfig returns the configuration with every default filled in.
+func DefaultConfig() Config {
+	lim := rdmarpc.DefaultLimits()
+	classes := make([]ByteSize, len(rdmarpc.DefaultClasses))
+	for i, c := range rdmarpc.DefaultClasses {
+		classes[i] = ByteSize(c)
+	}
+	return Config{
+		Mode: "forward",
+		Listen: ListenConfig{
+			Address:  "0.0.0.0",
+			Port:     DefaultListenPort,
+			Provider: "iwarp",
+		},
+		Backend: BackendConfig{
+			Address:          "127.0.0.1",
+			Port:             DefaultBackendPort,
+			ConnectTimeout:   DefaultConnectTimeout,
+			ConnectionPolicy: PolicyPerClient,
+			ReconnectInitial: DefaultReconnectInit,
+			ReconnectMax:     DefaultReconnectMax,
+			GiveUpAfter:      DefaultGiveUpAfter,
+			MaxReplyBytes:    ByteSize(defaultMaxReply),
+		},
+		RDMA: RDMAConfig{
+			Credits:             DefaultCredits,
+			InlineRecv:          DefaultInline,
+			InlineSend:          DefaultInline,
+			MaxReadsOutstanding: DefaultReadsInFlight,
+			Limits: LimitsConfig{
+				MaxReadSegments:     lim.MaxReadSegments,
+				MaxReadChunks:       lim.MaxReadChunks,
+				MaxWriteChunks:      lim.MaxWriteChunks,
+				MaxSegmentsPerChunk: lim.MaxSegmentsPerChunk,
+				MaxChunkBytes:       ByteSize(lim.MaxChunkBytes),
+			},
+		},
+		Pool: PoolConfig{
+			MaxBytes:  DefaultPoolMaxBytes,
+			SlabBytes: 4 << 20,
+			Classes:   classes,
+		},
+		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
+		Log:     LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// defaultMaxReply fits a 1 MiB READ reply with its headers, as the
+// record reader's default does.
+const defaultMaxReply = 1<<20 + 64<<10
+
+// LoadConfig reads and validates the YAML file at path.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes YAML over the defaults, strictly (an unknown field
+// is an error naming it and its line), and validates the result.
+func ParseConfig(b []byte) (*Config, error) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	// A second document in the file is a mistake, not something to ignore.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, errors.New("config: more than one YAML document")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// RDMALimits converts the limits section for the engine.
+func (c *Config) RDMALimits() rdmarpc.Limits {
+	l := c.RDMA.Limits
+	return rdmarpc.Limits{
+		MaxReadSegments:     l.MaxReadSegments,
+		MaxReadChunks:       l.MaxReadChunks,
+		MaxWriteChunks:      l.MaxWriteChunks,
+		MaxSegmentsPerChunk: l.MaxSegmentsPerChunk,
+		MaxChunkBytes:       uint64(l.MaxChunkBytes),
+	}
+}
+
+// PoolClasses returns the pool's buffer sizes as ints.
+func (c *Config) PoolClasses() []int {
+	cl := make([]int, len(c.Pool.Classes))
+	for i, v := range c.Pool.Classes {
+		cl[i] = int(v)
+	}
+	return cl
+}

@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The shipped example documents the defaults: loading it must give
+// exactly DefaultConfig.
+func TestShippedForwardYAMLIsTheDefaults(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join("..", "configs", "forward.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := DefaultConfig()
+	// The file writes allowed_networks: [] explicitly.
+	if len(cfg.Listen.AllowedNetworks) != 0 {
+		t.Fatalf("allowed_networks = %v", cfg.Listen.AllowedNetworks)
+	}
+	cfg.Listen.AllowedNetworks = nil
+	if !reflect.DeepEqual(*cfg, def) {
+		t.Fatalf("configs/forward.yaml differs from DefaultConfig:\n got %+v\nwant %+v", *cfg, def)
+	}
+}
+
+// Every field of Config appears in the shipped file with a comment above
+// it, so the file documents the whole configuration.
+func TestShippedForwardYAMLDocumentsEveryField(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "configs", "forward.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	var walk func(tp reflect.Type, path string)
+	walk = func(tp reflect.Type, path string) {
+		for i := 0; i < tp.NumField(); i++ {
+			f := tp.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if !strings.Contains(text, "\n"+strings.Repeat(" ", strings.Count(path, ".")*2)+name+":") {
+				t.Errorf("configs/forward.yaml has no line for %s%s", path, name)
+			}
+			if !strings.Contains(text, name) {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+				walk(f.Type, path+name+".")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	// Every key that carries a value has a comment block above it (key
+	// lines of the same group may sit between) that names it.
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		trim := strings.TrimSpace(line)
+		if trim == "" || strings.HasPrefix(trim, "#") || strings.HasPrefix(trim, "-") {
+			continue
+		}
+		key, value, _ := strings.Cut(trim, ":")
+		if strings.TrimSpace(value) == "" && strings.Count(line, " ") == 0 {
+			continue // a top-level section header
+		}
+		found := false
+		for j := i - 1; j >= 0; j-- {
+			prev := strings.TrimSpace(lines[j])
+			if prev == "" {
+				break
+			}
+			if strings.HasPrefix(prev, "#") && strings.Contains(prev, key) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("configs/forward.yaml line %d: %q has no comment naming it", i+1, key)
+		}
+	}
+}
+
+func TestParseConfigSizesAndDurations(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+backend:
+  address: nfs.example
+  port: 12049
+  connect_timeout: 250ms
+  give_up_after: 2m
+rdma:
+  credits: 32
+  inline_recv: 8KiB
+  inline_send: 1024
+pool:
+  max_bytes: 1GiB
+listen:
+  allowed_networks: [10.0.0.0/8, "fd00::/8"]
+metrics:
+  listen: ""
+log:
+  level: DEBUG
+  format: json
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Backend.Address != "nfs.example" || cfg.Backend.Port != 12049 ||
+		cfg.Backend.ConnectTimeout != 250*time.Millisecond || cfg.Backend.GiveUpAfter != 2*time.Minute {
+		t.Errorf("backend = %+v", cfg.Backend)
+	}
+	if cfg.RDMA.Credits != 32 || cfg.RDMA.InlineRecv != 8192 || cfg.RDMA.InlineSend != 1024 {
+		t.Errorf("rdma = %+v", cfg.RDMA)
+	}
+	if cfg.Pool.MaxBytes != 1<<30 || cfg.Metrics.Listen != "" || cfg.Log.Format != "json" {
+		t.Errorf("pool/metrics/log = %+v %+v %+v", cfg.Pool, cfg.Metrics, cfg.Log)
+	}
+	// Untouched fields keep their defaults.
+	if cfg.Listen.Port != DefaultListenPort || cfg.RDMA.MaxReadsOutstanding != DefaultReadsInFlight {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+}
+
+// Each invalid config names the offending field and says why.
+func TestParseConfigRejects(t *testing.T) {
+	cases := []struct {
+		name, yaml, field, reason string
+	}{
+		{"unknown top-level field", "bogus: 1\n", "", "field bogus not found"},
+		{"unknown nested field", "backend:\n  adress: x\n", "", "field adress not found"},
+		{"two documents", "mode: forward\n---\nmode: forward\n", "", "more than one YAML document"},
+		{"mode", "mode: sideways\n", "mode", "must be"},
+		{"reverse reserved", "mode: reverse\n", "mode", "not implemented"},
+		{"listen address", "listen:\n  address: nowhere\n", "listen.address", "IP address"},
+		{"listen port negative", "listen:\n  port: -1\n", "listen.port", "between 0 and 65535"},
+		{"listen port big", "listen:\n  port: 70000\n", "listen.port", "between 0 and 65535"},
+		{"provider", "listen:\n  provider: efa\n", "listen.provider", `"iwarp" or "ibverbs"`},
+		{"cidr", "listen:\n  allowed_networks: [10.0.0.0/33]\n", "listen.allowed_networks[0]", "CIDR"},
+		{"backend address", "backend:\n  address: \"\"\n", "backend.address", "must name"},
+		{"backend port", "backend:\n  port: -1\n", "backend.port", "between 1 and 65535"},
+		{"connect timeout", "backend:\n  connect_timeout: 0s\n", "backend.connect_timeout", "more than"},
+		{"duration without unit", "backend:\n  connect_timeout: 5\n", "", "cannot unmarshal"},
+		{"backoff order", "backend:\n  reconnect_backoff_initial: 10s\n  reconnect_backoff_max: 1s\n", "backend.reconnect_backoff_max", "at least"},
+		{"give up", "backend:\n  give_up_after: -1s\n", "backend.give_up_after", "more than"},
+		{"policy", "backend:\n  connection_policy: shared\n", "backend.connection_policy", "per_client"},
+		{"max reply", "backend:\n  max_reply_bytes: 100\n", "backend.max_reply_bytes", "between"},
+		{"credits zero", "rdma:\n  credits: 0\n", "rdma.credits", "between 1 and 4096"},
+		{"credits huge", "rdma:\n  credits: 100000\n", "rdma.credits", "between 1 and 4096"},
+		{"inline recv odd", "rdma:\n  inline_recv: 5000\n", "rdma.inline_recv", "multiple of 1KiB"},
+		{"inline send small", "rdma:\n  inline_send: 512\n", "rdma.inline_send", "multiple of 1KiB"},
+		{"reads", "rdma:\n  max_reads_outstanding: 0\n", "rdma.max_reads_outstanding", "between"},
+		{"limit segs", "rdma:\n  limits:\n    max_read_segments: 0\n", "rdma.limits.max_read_segments", "at least 1"},
+		{"limit chunks", "rdma:\n  limits:\n    max_read_chunks: -2\n", "rdma.limits.max_read_chunks", "at least 1"},
+		{"limit writes", "rdma:\n  limits:\n    max_write_chunks: 0\n", "rdma.limits.max_write_chunks", "at least 1"},
+		{"limit per chunk", "rdma:\n  limits:\n    max_segments_per_chunk: 0\n", "rdma.limits.max_segments_per_chunk", "at least 1"},
+		{"limit bytes", "rdma:\n  limits:\n    max_chunk_bytes: 1KiB\n", "rdma.limits.max_chunk_bytes", "at least 4KiB"},
+		{"bad size", "pool:\n  max_bytes: lots\n", "", "bad size"},
+		{"pool small", "pool:\n  max_bytes: 1MiB\n", "pool.max_bytes", "two buffers"},
+		{"pool classes order", "pool:\n  classes: [64KiB, 4KiB]\n", "pool.classes[1]", "ascend"},
+		{"pool classes empty", "pool:\n  classes: []\n", "pool.classes", "at least one"},
+		{"pool slab", "pool:\n  slab_bytes: 64KiB\n", "pool.slab_bytes", "at least one buffer"},
+		{"metrics", "metrics:\n  listen: nine-four-six-four\n", "metrics.listen", "host:port"},
+		{"log level", "log:\n  level: loud\n", "log.level", "trace, debug"},
+		{"log format", "log:\n  format: xml\n", "log.format", `"text" or "json"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(c.yaml))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", c.yaml)
+			}
+			if !strings.Contains(err.Error(), c.reason) {
+				t.Fatalf("error %q does not say %q", err, c.reason)
+			}
+			if c.field == "" {
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field {
+				t.Fatalf("error %q: want field %q", err, c.field)
+			}
+			if !strings.Contains(err.Error(), "config: "+c.field+": ") {
+				t.Fatalf("error %q does not start with the field name", err)
+			}
+		})
+	}
+}
+
+func TestParseConfigReportsAllErrors(t *testing.T) {
+	_, err := ParseConfig([]byte("listen:\n  port: -1\nbackend:\n  port: 0\n"))
+	if err == nil || !strings.Contains(err.Error(), "listen.port") || !strings.Contains(err.Error(), "backend.port") {
+		t.Fatalf("err = %v; want both ports named", err)
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"0": 0, "4096": 4096, "4KiB": 4096, "4 KiB": 4096, "1M": 1 << 20, "1028KiB": 1028 << 10, "2GiB": 2 << 30, "7B": 7} {
+		got, err := ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "KiB", "1TiB", "99999999999GiB"} {
+		if _, err := ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) accepted", in)
+		}
+	}
+	if s := ByteSize(1028 << 10).String(); s != "1028KiB" {
+		t.Errorf("String = %s", s)
+	}
+}

@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// FieldError is one invalid configuration value: Field is its path in the
+// YAML file (e.g. "backend.port").
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Reason }
+
+// Validate checks every field and returns all problems found, joined
+// (errors.As finds the first *FieldError).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+
+	switch c.Mode {
+	case "forward":
+	case "reverse":
+		bad("mode", `"reverse" is not implemented yet; use "forward"`)
+	default:
+		bad("mode", `must be "forward" (got %q)`, c.Mode)
+	}
+
+	if net.ParseIP(c.Listen.Address) == nil {
+		bad("listen.address", "must be an IP address (got %q)", c.Listen.Address)
+	}
+	// Port 0 picks a free port (tests, the demo); Forward.Addr tells which.
+	if c.Listen.Port < 0 || c.Listen.Port > 65535 {
+		bad("listen.port", "must be between 0 and 65535 (got %d)", c.Listen.Port)
+	}
+	switch c.Listen.Provider {
+	case "iwarp", "ibverbs":
+	default:
+		bad("listen.provider", `must be "iwarp" or "ibverbs" (got %q)`, c.Listen.Provider)
+	}
+	for i, n := range c.Listen.AllowedNetworks {
+		if _, err := netip.ParsePrefix(n); err != nil {
+			bad(fmt.Sprintf("listen.allowed_networks[%d]", i), "not a CIDR prefix such as 10.0.0.0/8: %q", n)
+		}
+	}
+
+	b := &c.Backend
+	if b.Address == "" {
+		bad("backend.address", "must name the NFS server (host name or IP)")
+	}
+	checkPort(bad, "backend.port", b.Port)
+	checkDuration(bad, "backend.connect_timeout", b.ConnectTimeout, time.Millisecond)
+	checkDuration(bad, "backend.reconnect_backoff_initial", b.ReconnectInitial, time.Millisecond)
+	checkDuration(bad, "backend.reconnect_backoff_max", b.ReconnectMax, time.Millisecond)
+	if b.ReconnectMax < b.ReconnectInitial {
+		bad("backend.reconnect_backoff_max", "must be at least reconnect_backoff_initial (%v < %v)", b.ReconnectMax, b.ReconnectInitial)
+	}
+	checkDuration(bad, "backend.give_up_after", b.GiveUpAfter, 0)
+	if b.ConnectionPolicy != PolicyPerClient {
+		bad("backend.connection_policy", `must be %q (got %q)`, PolicyPerClient, b.ConnectionPolicy)
+	}
+	if b.MaxReplyBytes < 4096 || b.MaxReplyBytes > 1<<30 {
+		bad("backend.max_reply_bytes", "must be between 4KiB and 1GiB (got %d)", b.MaxReplyBytes)
+	}
+
+	r := &c.RDMA
+	// The engine never grants more credits than receives it posts, and
+	// the header's credit field is 32 bits; 4096 receives of 4 KiB are
+	// already 16 MiB per connection.
+	if r.Credits < 1 || r.Credits > 4096 {
+		bad("rdma.credits", "must be between 1 and 4096 (got %d)", r.Credits)
+	}
+	checkInline(bad, "rdma.inline_recv", r.InlineRecv)
+	checkInline(bad, "rdma.inline_send", r.InlineSend)
+	if r.MaxReadsOutstanding < 1 || r.MaxReadsOutstanding > 1024 {
+		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)
+	}
+	l := &r.Limits
+	checkPositive(bad, "rdma.limits.max_read_segments", l.MaxReadSegments)
+	checkPositive(bad, "rdma.limits.max_read_chunks", l.MaxReadChunks)
+	checkPositive(bad, "rdma.limits.max_write_chunks", l.MaxWriteChunks)
+	checkPositive(bad, "rdma.limits.max_segments_per_chunk", l.MaxSegmentsPerChunk)
+	if l.MaxChunkBytes < 4096 {
+		bad("rdma.limits.max_chunk_bytes", "must be at least 4KiB (got %d)", l.MaxChunkBytes)
+	}
+
+	p := &c.Pool
+	if len(p.Classes) == 0 {
+		bad("pool.classes", "must list at least one buffer size")
+	}
+	for i, cl := range p.Classes {
+		if cl < 64 {
+			bad(fmt.Sprintf("pool.classes[%d]", i), "must be at least 64 bytes (got %d)", cl)
+		}
+		if i > 0 && cl <= p.Classes[i-1] {
+			bad(fmt.Sprintf("pool.classes[%d]", i), "sizes must ascend (%d after %d)", cl, p.Classes[i-1])
+		}
+	}
+	if n := len(p.Classes); n > 0 {
+		largest := p.Classes[n-1]
+		// A Long Call, a Reply chunk or a READ payload lands in one buffer.
+		if largest < r.InlineRecv {
+			bad("pool.classes", "the largest class (%d) must hold an inline receive (%d)", largest, r.InlineRecv)
+		}
+		if p.MaxBytes < 2*largest {
+			bad("pool.max_bytes", "must hold at least two buffers of the largest class (%d < 2 x %d)", p.MaxBytes, largest)
+		}
+		if p.SlabBytes < largest {
+			bad("pool.slab_bytes", "must hold at least one buffer of the largest class (%d < %d)", p.SlabBytes, largest)
+		}
+	}
+
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", `must be "host:port" or "" to turn metrics off (got %q)`, c.Metrics.Listen)
+		}
+	}
+	switch hclog.LevelFromString(c.Log.Level) {
+	case hclog.NoLevel, hclog.Off:
+		bad("log.level", "must be trace, debug, info, warn or error (got %q)", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", `must be "text" or "json" (got %q)`, c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+func checkPort(bad func(string, string, ...any), field string, port int) {
+	if port < 1 || port > 65535 {
+		bad(field, "must be between 1 and 65535 (got %d)", port)
+	}
+}
+
+func checkDuration(bad func(string, string, ...any), field string, d, minimum time.Duration) {
+	if d <= minimum {
+		bad(field, "must be more than %v (got %v)", minimum, d)
+	}
+}
+
+func checkPositive(bad func(string, string, ...any), field string, v int) {
+	if v < 1 {
+		bad(field, "must be at least 1 (got %d)", v)
+	}
+}
+
+// checkInline: RFC 8797 encodes inline sizes in KiB from 1 KiB to 256 KiB;
+// RFC 8166 makes 1024 bytes the smallest threshold a peer must support.
+func checkInline(bad func(string, string, ...any), field string, v ByteSize) {
+	if v < 1024 || v > 256<<10 || v%1024 != 0 {
+		bad(field, "must be a multiple of 1KiB between 1KiB and 256KiB (got %d)", v)
+	}
+}

@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Forward is the forward gateway: it accepts RPC-over-RDMA connections
+// from NFS clients and bridges each to its own TCP connection to the NFS
+// server. Create it with NewForward, run it with Serve, release it with
+// Close.
+type Forward struct {
+	cfg     *Config
+	log     hclog.Logger
+	met     *Metrics
+	dev     verbs.Device
+	pd      verbs.PD
+	pool    *rdmarpc.Pool
+	ln      verbs.Listener
+	allowed []netip.Prefix
+	backend string
+	metrics *metricsServer
+
+	wg sync.WaitGroup // sessions and connection setups
+}
+
+// NewForward opens the provider's device, registers the buffer pool,
+// starts listening for RDMA clients and, if configured, serves /metrics.
+// cfg must have been validated (LoadConfig and ParseConfig do it).
+func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	f := &Forward{cfg: cfg, log: log, met: NewMetrics(),
+		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
+	for _, n := range cfg.Listen.AllowedNetworks {
+		f.allowed = append(f.allowed, netip.MustParsePrefix(n).Masked())
+	}
+	if err := f.open(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Forward) open() error {
+	cfg := f.cfg
+	prov, err := verbs.Lookup(cfg.Listen.Provider)
+	if err != nil {
+		return fmt.Errorf("listen.provider: %w", err)
+	}
+	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
+	if f.dev, err = prov.Open(listen); err != nil {
+		return fmt.Errorf("open %s device for %s: %w", cfg.Listen.Provider, listen, err)
+	}
+	if f.pd, err = f.dev.AllocPD(); err != nil {
+		return fmt.Errorf("allocate protection domain: %w", err)
+	}
+	f.pool, err = rdmarpc.NewPool(f.pd, rdmarpc.PoolConfig{
+		MaxBytes:  int(cfg.Pool.MaxBytes),
+		SlabBytes: int(cfg.Pool.SlabBytes),
+		Classes:   cfg.PoolClasses(),
+	})
+	if err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	f.met.RegisterPool(f.pool)
+	if f.ln, err = f.dev.Listen(listen); err != nil {
+		return fmt.Errorf("listen for RDMA clients on %s: %w", listen, err)
+	}
+	if cfg.Metrics.Listen != "" {
+		if f.metrics, err = startMetricsServer(cfg.Metrics.Listen, f.met, f.log); err != nil {
+			return err
+		}
+	}
+	metricsURL := "off"
+	if f.metrics != nil {
+		metricsURL = "http://" + f.metrics.addr().String() + "/metrics"
+	}
+	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
+		"device", f.dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
+		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
+		"metrics", metricsURL)
+	return nil
+}
+
+// Addr is the address RDMA clients connect to.
+func (f *Forward) Addr() net.Addr { return f.ln.Addr() }
+
+// MetricsAddr is where /metrics is served, or nil when it is off.
+func (f *Forward) MetricsAddr() net.Addr {
+	if f.metrics == nil {
+		return nil
+	}
+	return f.metrics.addr()
+}
+
+// Metrics returns the gateway's metrics (its Registry can be gathered
+// in-process, as the demo does).
+func (f *Forward) Metrics() *Metrics { return f.met }
+
+// Pool is the registered buffer pool shared by all connections.
+func (f *Forward) Pool() *rdmarpc.Pool { return f.pool }
+
+// Serve accepts clients until ctx ends, then disconnects every client,
+// abandons their outstanding calls and returns once all sessions are
+// gone. It returns nil after a shutdown through ctx.
+func (f *Forward) Serve(ctx context.Context) error {
+	defer f.wg.Wait()
+	for {
+		req, err := f.ln.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				f.log.Info("forward gateway shutting down")
+				return nil
+			}
+			return fmt.Errorf("accept RDMA connection: %w", err)
+		}
+		if !f.allowedPeer(req.RemoteAddr()) {
+			f.met.rejected("not_allowed")
+			f.log.Warn("connection request rejected: address not in listen.allowed_networks", "peer", req.RemoteAddr().String())
+			req.Reject(nil)
+			continue
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			f.serveClient(ctx, req)
+		}()
+	}
+}
+
+// serveClient connects the backend first, so that a client is refused
+// outright (and its mount fails fast) while the server is down, then
+// accepts the RDMA connection and runs its session.
+func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
+	peer := req.RemoteAddr().String()
+	d := &backendDialer{addr: f.backend, timeout: f.cfg.Backend.ConnectTimeout, reserved: f.cfg.Backend.ReservedSourcePort}
+	conn, err := d.dial(ctx)
+	if err != nil {
+		f.met.rejected("backend_unavailable")
+		f.met.backendError("connect")
+		f.log.Error("connection request rejected: backend unreachable", "peer", peer, "backend", f.backend, "error", err)
+		req.Reject(nil)
+		return
+	}
+	rc, err := rdmarpc.AcceptResponder(req, f.dev, rdmarpc.ResponderConfig{
+		Credits:             f.cfg.RDMA.Credits,
+		InlineRecv:          int(f.cfg.RDMA.InlineRecv),
+		InlineSend:          int(f.cfg.RDMA.InlineSend),
+		MaxReadsOutstanding: f.cfg.RDMA.MaxReadsOutstanding,
+		Limits:              f.cfg.RDMALimits(),
+		Pool:                f.pool,
+		Logger:              f.log.Named("rdma"),
+		Metrics:             f.met,
+	})
+	if err != nil {
+		conn.Close()
+		f.met.rejected("accept_failed")
+		f.log.Error("RDMA accept failed", "peer", peer, "error", err)
+		return
+	}
+	f.log.Info("client connected", "peer", peer, "credits", f.cfg.RDMA.Credits,
+		"inline_send", rc.InlineSend(), "inline_recv", int(f.cfg.RDMA.InlineRecv),
+		"backend", f.backend, "backend_local", localAddr(conn))
+	s := newSession(rc, f.cfg, f.log.Named("session"), f.met, f.pool)
+	s.run(ctx, conn, d)
+}
+
+func (f *Forward) allowedPeer(a net.Addr) bool {
+	if len(f.allowed) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range f.allowed {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the listener, the metrics endpoint, the pool and the
+// device. Call it after Serve has returned.
+func (f *Forward) Close() error {
+	var errs []error
+	if f.ln != nil {
+		errs = append(errs, f.ln.Close())
+	}
+	if f.metrics != nil {
+		errs = append(errs, f.metrics.close())
+	}
+	f.wg.Wait()
+	if f.pool != nil {
+		errs = append(errs, f.pool.Close())
+	}
+	if f.pd != nil {
+		errs = append(errs, f.pd.Close())
+	}
+	if f.dev != nil {
+		errs = append(errs, f.dev.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,258 @@
+package gateway_test
+
+import (
+	"context"
+	"github.com/rdmagw/rdmagw/gateway"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rdmagw/rdmagw/tcprpc"
+)
+
+// startGateway runs a forward gateway on the pure-Go iWARP provider on a
+// free loopback port, in front of backend ("host:port").
+func startGateway(t testing.TB, backend string, tweak func(*gateway.Config)) *gateway.Forward {
+	t.Helper()
+	host, port, err := net.SplitHostPort(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.Listen.Address = "127.0.0.1"
+	cfg.Listen.Port = 0
+	cfg.Backend.Address = host
+	cfg.Backend.Port, _ = strconv.Atoi(port)
+	cfg.Backend.ConnectTimeout = 2 * time.Second
+	cfg.Metrics.Listen = ""
+	cfg.Pool.MaxBytes = 64 << 20
+	cfg.Log.Level = "debug"
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: testWriter{t}})
+	f, err := gateway.NewForward(&cfg, log)
+	if err != nil {
+		t.Fatalf("NewForward: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Serve did not return after shutdown")
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return f
+}
+
+// testWriter sends log lines to the test log (silenced once the test is
+// over, when late goroutines may still log).
+type testWriter struct{ t testing.TB }
+
+var testsOver atomic.Bool
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if !testsOver.Load() {
+		w.t.Logf("%s", p)
+	}
+	return len(p), nil
+}
+
+// metric returns the value of the series name{labels} (0 if absent).
+func metric(t testing.TB, m *gateway.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		sum := 0.0
+		for _, s := range f.GetMetric() {
+			if matchLabels(s.GetLabel(), labels) {
+				switch {
+				case s.Counter != nil:
+					sum += s.Counter.GetValue()
+				case s.Gauge != nil:
+					sum += s.Gauge.GetValue()
+				case s.Histogram != nil:
+					sum += float64(s.Histogram.GetSampleCount())
+				}
+			}
+		}
+		return sum
+	}
+	return 0
+}
+
+func matchLabels(have []*dto.LabelPair, want []string) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		ok := false
+		for _, l := range have {
+			if l.GetName() == want[i] && l.GetValue() == want[i+1] {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond for up to d.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// proxy sits between the gateway and the NFS server so a test can break
+// the backend connection, hold or swallow replies, and inject bogus ones.
+// Calls pass byte for byte; replies are re-framed record by record.
+type proxy struct {
+	t      testing.TB
+	ln     net.Listener
+	target string
+
+	mu       sync.Mutex
+	conns    []net.Conn
+	srcPorts []int
+	closed   bool
+
+	// hold: replies are read from the server but not forwarded.
+	hold atomic.Bool
+	// cutOnReply: the next reply is swallowed and both connections closed.
+	cutOnReply atomic.Bool
+	// injectUnknown: before the next reply, send one with an XID no call has.
+	injectUnknown atomic.Bool
+	accepted      atomic.Int32
+}
+
+func startProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, ln: ln, target: target}
+	go p.acceptLoop()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) acceptLoop() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
+		p.conns = append(p.conns, c, s)
+		p.srcPorts = append(p.srcPorts, c.RemoteAddr().(*net.TCPAddr).Port)
+		p.mu.Unlock()
+		p.accepted.Add(1)
+		go func() {
+			io.Copy(s, c)
+			s.Close()
+			c.Close()
+		}()
+		go p.replies(s, c)
+	}
+}
+
+// replies forwards server records to the gateway, applying the test's
+// mischief.
+func (p *proxy) replies(s, c net.Conn) {
+	defer c.Close()
+	defer s.Close()
+	rr := tcprpc.NewRecordReader(s, nil)
+	rw := tcprpc.NewRecordWriter(c, nil)
+	var buf []byte
+	for {
+		rec, err := rr.ReadRecord(buf[:0])
+		if err != nil {
+			return
+		}
+		buf = rec
+		if p.cutOnReply.CompareAndSwap(true, false) {
+			return
+		}
+		if p.hold.Load() {
+			continue
+		}
+		if p.injectUnknown.CompareAndSwap(true, false) {
+			bogus := append([]byte(nil), rec...)
+			bogus[0] ^= 0x5a // another XID, same shape
+			bogus[3] ^= 0xa5
+			if rw.WriteRecord(bogus, nil, nil) != nil {
+				return
+			}
+		}
+		if rw.WriteRecord(rec, nil, nil) != nil {
+			return
+		}
+	}
+}
+
+// cut closes every connection through the proxy (the listener stays).
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// ports returns the gateway-side source ports of the connections seen.
+func (p *proxy) ports() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]int(nil), p.srcPorts...)
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.ln.Close()
+	p.cut()
+}

@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Metrics holds the gateway's Prometheus metrics in their own registry
+// (so several gateways in one process, as in tests and the demo, do not
+// collide). It implements rdmarpc.ResponderMetrics for the engine; the
+// bridge calls the other methods. Everything here is safe for concurrent
+// use and, once a label combination has been seen, allocation-free.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	connsCurrent  prometheus.Gauge
+	connsTotal    prometheus.Counter
+	connsRejected *prometheus.CounterVec
+	connsClosed   *prometheus.CounterVec
+	creditsInUse  prometheus.Gauge
+
+	calls     *prometheus.CounterVec
+	replies   *prometheus.CounterVec
+	procMu    sync.RWMutex
+	procStats map[procKey]*procCounters
+
+	bytesInline     prometheus.Counter
+	bytesInlineOut  prometheus.Counter
+	bytesReadChunk  prometheus.Counter
+	bytesWriteChunk prometheus.Counter
+	bytesReplyChunk prometheus.Counter
+	bytesLongCall   prometheus.Counter
+
+	rdmaOps         *prometheus.CounterVec
+	opRecv, opSend  prometheus.Counter
+	opRead, opWrite prometheus.Counter
+	errorsSent      *prometheus.CounterVec
+	errVers         prometheus.Counter
+	errChunk        prometheus.Counter
+	engineDrops     *prometheus.CounterVec
+
+	backendLatency prometheus.Histogram
+	callLatency    prometheus.Histogram
+	reconnects     prometheus.Counter
+	giveUps        prometheus.Counter
+	unknownXID     prometheus.Counter
+	callsDropped   *prometheus.CounterVec
+	ddpFallbacks   prometheus.Counter
+	backendErrors  *prometheus.CounterVec
+}
+
+// procKey names one procedure of one program version.
+type procKey struct{ prog, vers, proc uint32 }
+
+// procCounters are the per-procedure counters, resolved once.
+type procCounters struct {
+	calls   prometheus.Counter
+	replies [replyStatusCount]atomic.Value // prometheus.Counter, set on first use
+	labels  [3]string
+}
+
+// replyStatus is the label of a reply: the RPC accept or reject status,
+// or what happened instead of a reply.
+type replyStatus uint8
+
+const (
+	statusSuccess replyStatus = iota
+	statusProgUnavail
+	statusProgMismatch
+	statusProcUnavail
+	statusGarbageArgs
+	statusSystemErr
+	statusDenied
+	statusUnparsable
+	replyStatusCount
+)
+
+var replyStatusNames = [replyStatusCount]string{"success", "prog_unavail", "prog_mismatch",
+	"proc_unavail", "garbage_args", "system_err", "denied", "unparsable"}
+
+func replyStatusOf(h *tcprpc.ReplyHeader) replyStatus {
+	if h.Stat == tcprpc.MsgDenied {
+		return statusDenied
+	}
+	if h.AcceptStat <= tcprpc.SystemErr {
+		return replyStatus(h.AcceptStat)
+	}
+	return statusUnparsable
+}
+
+// Byte paths (the "path" label of rdmagw_bytes_total).
+const (
+	pathInline     = "inline"
+	pathReadChunk  = "read_chunk"
+	pathWriteChunk = "write_chunk"
+	pathReplyChunk = "reply_chunk"
+	pathLongCall   = "long_call"
+)
+
+// NewMetrics creates the metrics and registers them, with the Go runtime
+// and process collectors, on a new registry.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{Registry: reg, procStats: make(map[procKey]*procCounters)}
+	f := factory{reg}
+
+	m.connsCurrent = f.gauge("rdmagw_connections", "RDMA client connections open now.")
+	m.connsTotal = f.counter("rdmagw_connections_total", "RDMA client connections accepted.")
+	m.connsRejected = f.counterVec("rdmagw_connections_rejected_total",
+		"RDMA connection requests refused, by reason (not_allowed: address outside listen.allowed_networks; backend_unavailable: the NFS server could not be reached; accept_failed: the RDMA accept itself failed).", "reason")
+	m.connsClosed = f.counterVec("rdmagw_connections_closed_total",
+		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after).", "reason")
+	m.creditsInUse = f.gauge("rdmagw_credits_in_use", "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
+
+	m.calls = f.counterVec("rdmagw_calls_total", "RPC calls received from RDMA clients, by program, version and procedure.", "program", "version", "procedure")
+	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure and RPC status.", "program", "version", "procedure", "status")
+
+	bytes := f.counterVec("rdmagw_bytes_total",
+		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads pulled by RDMA Read), write_chunk (READ payloads pushed by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls pulled from a Position-Zero Read chunk); direction in = from clients, out = to clients.", "path", "direction")
+	m.bytesInline = bytes.WithLabelValues(pathInline, "in")
+	m.bytesInlineOut = bytes.WithLabelValues(pathInline, "out")
+	m.bytesReadChunk = bytes.WithLabelValues(pathReadChunk, "in")
+	m.bytesWriteChunk = bytes.WithLabelValues(pathWriteChunk, "out")
+	m.bytesReplyChunk = bytes.WithLabelValues(pathReplyChunk, "out")
+	m.bytesLongCall = bytes.WithLabelValues(pathLongCall, "in")
+
+	m.rdmaOps = f.counterVec("rdmagw_rdma_operations_total",
+		"RDMA operations by opcode and completion status. Successful operations are counted per RPC message (RECV per call received, SEND per reply, RDMA_READ per call with Read chunks, RDMA_WRITE per reply with chunk data); failed ones per failed work request.", "op", "status")
+	ok := verbs.StatusSuccess.String()
+	m.opRecv = m.rdmaOps.WithLabelValues(verbs.OpRecv.String(), ok)
+	m.opSend = m.rdmaOps.WithLabelValues(verbs.OpSend.String(), ok)
+	m.opRead = m.rdmaOps.WithLabelValues(verbs.OpRDMARead.String(), ok)
+	m.opWrite = m.rdmaOps.WithLabelValues(verbs.OpRDMAWrite.String(), ok)
+	m.errorsSent = f.counterVec("rdmagw_rdma_errors_sent_total", "RDMA_ERROR answers sent to clients, by code (ERR_VERS, ERR_CHUNK).", "code")
+	m.errVers = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeVers.String())
+	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
+	m.engineDrops = f.counterVec("rdmagw_rdma_messages_dropped_total", "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
+
+	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply.")
+	m.callLatency = f.histogram("rdmagw_call_latency_seconds", "Time from a complete call received over RDMA (Read chunks pulled) to its reply handed to the RDMA engine.")
+	m.reconnects = f.counter("rdmagw_backend_reconnects_total", "Backend TCP connections re-established after a failure.")
+	m.giveUps = f.counter("rdmagw_backend_give_ups_total", "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
+	m.unknownXID = f.counter("rdmagw_backend_unknown_xid_replies_total", "Backend replies dropped because their XID matched no outstanding call.")
+	m.callsDropped = f.counterVec("rdmagw_calls_dropped_total",
+		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway).", "reason")
+	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
+	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol).", "where")
+
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// RegisterPool exports the pool's usage.
+func (m *Metrics) RegisterPool(p *rdmarpc.Pool) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_in_use", Help: "Registered buffer bytes handed out and not yet returned."},
+			func() float64 { return float64(p.InUse()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_registered", Help: "Registered buffer bytes mapped (grows with demand up to pool.max_bytes)."},
+			func() float64 { return float64(p.Mapped()) }),
+	)
+}
+
+// proc returns the counters of one procedure, creating them on first use.
+func (m *Metrics) proc(prog, vers, proc uint32) *procCounters {
+	k := procKey{prog, vers, proc}
+	m.procMu.RLock()
+	pc := m.procStats[k]
+	m.procMu.RUnlock()
+	if pc != nil {
+		return pc
+	}
+	m.procMu.Lock()
+	defer m.procMu.Unlock()
+	if pc = m.procStats[k]; pc != nil {
+		return pc
+	}
+	pc = &procCounters{labels: [3]string{programName(prog), strconv.FormatUint(uint64(vers), 10), ulb.ProcName(prog, vers, proc)}}
+	pc.calls = m.calls.WithLabelValues(pc.labels[:]...)
+	// A flood of calls to made-up programs must not grow the map forever.
+	if len(m.procStats) < maxProcSeries {
+		m.procStats[k] = pc
+	}
+	return pc
+}
+
+// maxProcSeries bounds the per-procedure label combinations kept.
+const maxProcSeries = 4096
+
+func (pc *procCounters) reply(m *Metrics, st replyStatus) prometheus.Counter {
+	if c, ok := pc.replies[st].Load().(prometheus.Counter); ok {
+		return c
+	}
+	// Racing first uses store the same child: WithLabelValues is idempotent.
+	c := m.replies.WithLabelValues(pc.labels[0], pc.labels[1], pc.labels[2], replyStatusNames[st])
+	pc.replies[st].Store(c)
+	return c
+}
+
+func programName(prog uint32) string {
+	switch prog {
+	case ulb.ProgNFS:
+		return "nfs"
+	case ulb.ProgMount:
+		return "mount"
+	case ulb.ProgNLM:
+		return "nlm"
+	case ulb.ProgNSM:
+		return "nsm"
+	case ulb.ProgNFSACL:
+		return "nfsacl"
+	}
+	return strconv.FormatUint(uint64(prog), 10)
+}
+
+// ---- rdmarpc.ResponderMetrics ----
+
+// CallReceived counts a call's bytes by the path they took.
+func (m *Metrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
+	m.opRecv.Inc()
+	m.bytesInline.Add(float64(inline))
+	switch kind {
+	case rdmarpc.CallReadChunk:
+		m.opRead.Inc()
+		m.bytesReadChunk.Add(float64(chunk))
+	case rdmarpc.CallLong:
+		m.opRead.Inc()
+		m.bytesLongCall.Add(float64(chunk))
+	}
+}
+
+// ReplySent counts a reply's bytes. For a reply through the Reply chunk
+// the engine reports Write chunk and Reply chunk bytes together; they
+// are counted as reply_chunk.
+func (m *Metrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
+	m.opSend.Inc()
+	m.bytesInlineOut.Add(float64(inline))
+	if written > 0 {
+		m.opWrite.Inc()
+	}
+	switch kind {
+	case rdmarpc.ReplyInline:
+		m.bytesWriteChunk.Add(float64(written))
+	case rdmarpc.ReplyReplyChunk:
+		m.bytesReplyChunk.Add(float64(written))
+	}
+}
+
+// ErrorSent counts an RDMA_ERROR answer.
+func (m *Metrics) ErrorSent(code rdmarpc.ErrorCode) {
+	switch code {
+	case rdmarpc.ErrCodeVers:
+		m.errVers.Inc()
+	case rdmarpc.ErrCodeChunk:
+		m.errChunk.Inc()
+	default:
+		m.errorsSent.WithLabelValues(code.String()).Inc()
+	}
+}
+
+// Dropped counts a message the engine dropped.
+func (m *Metrics) Dropped(reason rdmarpc.DropReason) {
+	m.engineDrops.WithLabelValues(reason.String()).Inc()
+}
+
+// RDMAFailed counts a failed work request.
+func (m *Metrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
+	m.rdmaOps.WithLabelValues(op.String(), status.String()).Inc()
+}
+
+// ConnUp counts an established client connection.
+func (m *Metrics) ConnUp() {
+	m.connsTotal.Inc()
+	m.connsCurrent.Inc()
+}
+
+// ConnDown counts a connection's end. The engine's err only says whether
+// it ended cleanly; the session records the finer reason (closeReason).
+func (m *Metrics) ConnDown(err error) {
+	m.connsCurrent.Dec()
+}
+
+// ---- bridge events ----
+
+func (m *Metrics) connClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
+
+func (m *Metrics) rejected(reason string) { m.connsRejected.WithLabelValues(reason).Inc() }
+
+func (m *Metrics) callDropped(reason string) { m.callsDropped.WithLabelValues(reason).Inc() }
+
+func (m *Metrics) backendError(where string) { m.backendErrors.WithLabelValues(where).Inc() }
+
+func (m *Metrics) observe(h prometheus.Histogram, since time.Time) {
+	h.Observe(time.Since(since).Seconds())
+}
+
+// closeReason classifies why a client connection ended, for
+// rdmagw_connections_closed_total.
+func closeReason(serveErr error, giveUp, shutdown bool) string {
+	switch {
+	case giveUp:
+		return "backend_gone"
+	case shutdown:
+		return "shutdown"
+	case serveErr == nil, errors.Is(serveErr, rdmarpc.ErrConnClosed), errors.Is(serveErr, verbs.ErrClosed):
+		return "client"
+	}
+	return "error"
+}
+
+// factory registers metrics on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+// latencyBuckets span 25 µs (an RDMA round trip) to 10 s (a stalled
+// server).
+var latencyBuckets = prometheus.ExponentialBucketsRange(25e-6, 10, 20)
+
+func (f factory) histogram(name, help string) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets})
+	f.reg.MustRegister(h)
+	return h
+}

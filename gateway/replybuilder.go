@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+)
+
+// replyBuilder turns one backend reply record into an rdmarpc.Message
+// without gathering it: the bytes of the RPC reply land in registered
+// pool buffers straight from the socket, each DDP-eligible result body
+// (READ data, READLINK path) in a buffer of its own as an Item piece,
+// everything else in inline buffers around them:
+//
+//	[ inline: RPC reply header, READ3resok up to the data length ]
+//	[ item: the READ data, in a pool buffer, the engine RDMA-writes it ]
+//	[ inline: whatever follows the data's XDR pad ]
+//
+// The inline bytes are copied once (from the read-ahead buffer or the
+// socket into registered memory, where the engine can Send or RDMA-Write
+// them); item bodies are received from the socket into their buffer.
+// A replyBuilder is owned by one backend reader goroutine.
+type replyBuilder struct {
+	rr      *tcprpc.RecordReader
+	pool    *rdmarpc.Pool
+	peekMax int
+	done    <-chan struct{} // closed when the backend connection is going away
+	timer   *time.Timer
+
+	msg  *rdmarpc.Message
+	cur  *rdmarpc.Buffer // the inline buffer being filled
+	used int             // bytes of cur filled
+	// curInMsg: a piece of the message lies in cur, so the message owns
+	// the reference Get gave us (a buffer shared by several pieces holds
+	// one reference: Message.ReleaseBuffers releases it once).
+	curInMsg bool
+	// open is the index of the inline piece that ends at cur.Bytes[used]
+	// and can grow in place, or -1.
+	open int
+	walk ulb.Walker
+	// expectItems: DDP-eligible results may still follow, so inline
+	// buffers are taken small.
+	expectItems bool
+	// fallback is set when DDP had to be given up for this reply.
+	fallback bool
+}
+
+// errConnGoing: the backend connection ended while waiting for buffers.
+var errConnGoing = errors.New("gateway: backend connection closing")
+
+// build reads the current record, whose first hdrLen bytes are the RPC
+// reply header just decoded from a Peek, into pc.reply. walk says whether
+// to look for DDP-eligible results. On error the message's buffers have
+// been released and the message is empty.
+func (b *replyBuilder) build(pc *pendingCall, hdrLen int, walk bool) error {
+	b.msg = &pc.reply
+	b.msg.Reset()
+	b.msg.XID = pc.xid
+	b.cur, b.used, b.curInMsg, b.open = nil, 0, false, -1
+	b.fallback, b.expectItems = false, false
+	err := b.fill(pc, hdrLen, walk)
+	b.dropCur()
+	if err != nil {
+		b.msg.ReleaseBuffers()
+		b.msg.Reset()
+	}
+	return err
+}
+
+func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
+	if walk && b.walk.Reset(ulb.Reply, pc.prog, pc.vers, pc.proc) != nil {
+		walk = false
+	}
+	// skip counts record bytes walked but not yet copied: the walk starts
+	// after the RPC header, which is copied together with whatever
+	// precedes the first item (or with everything, when there is none).
+	skip := hdrLen
+	b.expectItems = walk
+	want := min(skip+walkPeekFirst, b.peekMax)
+	for walk {
+		p, err := b.rr.Peek(want)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if len(p) < skip {
+			b.fallback = true // cannot happen: the header came from this window
+			break
+		}
+		st, werr := b.walk.Next(p[skip:])
+		if werr == nil && st.Kind == ulb.StepNeedMore && err == nil && len(p) < b.peekMax {
+			// Look further ahead, at least doubling the window, so a
+			// long result costs a few walks, not one per entry. The
+			// window stays small next to a READ payload: most of the
+			// payload is received straight into its buffer.
+			want = min(max(skip+st.Need, 2*len(p)), b.peekMax)
+			continue
+		}
+		if werr != nil || st.Kind == ulb.StepNeedMore {
+			// Results that do not decode as the procedure's, a truncated
+			// record, or a walker that needs more contiguous bytes than
+			// the read-ahead holds (a huge NFSv4 result before a READ):
+			// the rest goes inline and the client judges it.
+			b.fallback = true
+			break
+		}
+		if st.Kind == ulb.StepDone {
+			break
+		}
+		it := st.Item
+		if it.Length > b.pool.MaxSize() {
+			// No buffer can hold it: this and the rest travel inline
+			// (an unused Write chunk is returned empty, RFC 8267 §4.3.1).
+			b.fallback = true
+			break
+		}
+		if err := b.copyInline(skip + it.Offset); err != nil {
+			return err
+		}
+		skip = 0
+		want = min(walkPeekFirst, b.peekMax)
+		if err := b.item(it.Length); err != nil {
+			return err
+		}
+		if it.Pad > 0 {
+			if _, err := b.rr.Discard(it.Pad); err != nil {
+				return fmt.Errorf("reply xid %#x: pad after item %d: %w", pc.xid, it.Index, err)
+			}
+		}
+	}
+	b.expectItems = false
+	return b.copyRest()
+}
+
+// item receives an item body of n bytes into a buffer of its own.
+func (b *replyBuilder) item(n int) error {
+	b.open = -1
+	if n == 0 {
+		b.msg.Append(rdmarpc.Piece{Item: true})
+		return nil
+	}
+	buf, err := b.get(n)
+	if err != nil {
+		return err
+	}
+	if _, err := b.rr.ReadFull(buf.Bytes); err != nil {
+		buf.Release()
+		return err
+	}
+	b.msg.Append(rdmarpc.Piece{Data: buf.Bytes, Item: true, Buf: buf})
+	return nil
+}
+
+// copyInline moves the record's next n bytes into inline buffers.
+func (b *replyBuilder) copyInline(n int) error {
+	for n > 0 {
+		if err := b.room(n); err != nil {
+			return err
+		}
+		k := min(n, cap(b.cur.Bytes)-b.used)
+		dst := b.cur.Bytes[b.used : b.used+k]
+		if _, err := b.rr.ReadFull(dst); err != nil {
+			return err
+		}
+		b.appendInline(dst)
+		n -= k
+	}
+	return nil
+}
+
+// copyRest moves whatever is left of the record into inline buffers.
+func (b *replyBuilder) copyRest() error {
+	for {
+		left, _ := b.rr.Remaining()
+		if left == 0 {
+			// Remaining counts only the current fragment: look for more.
+			p, err := b.rr.Peek(1)
+			if len(p) == 0 {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			left, _ = b.rr.Remaining()
+		}
+		if err := b.room(left); err != nil {
+			return err
+		}
+		dst := b.cur.Bytes[b.used:cap(b.cur.Bytes)]
+		n, err := b.rr.Read(dst)
+		if n > 0 {
+			b.appendInline(dst[:n])
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// appendInline adds dst, just filled at cur.Bytes[used:], to the message.
+func (b *replyBuilder) appendInline(dst []byte) {
+	b.used += len(dst)
+	if b.open >= 0 {
+		p := &b.msg.Pieces[b.open]
+		p.Data = p.Data[:len(p.Data)+len(dst)]
+		return
+	}
+	b.curInMsg = true
+	b.msg.Append(rdmarpc.Piece{Data: dst[:len(dst):len(dst)], Buf: b.cur})
+	b.open = len(b.msg.Pieces) - 1
+	// Let the piece grow in place up to the buffer's end.
+	p := &b.msg.Pieces[b.open]
+	p.Data = b.cur.Bytes[b.used-len(dst) : b.used : cap(b.cur.Bytes)]
+}
+
+// room makes sure cur has free space, taking a new inline buffer sized
+// for want more bytes when it is full.
+func (b *replyBuilder) room(want int) error {
+	if b.cur != nil && b.used < cap(b.cur.Bytes) {
+		return nil
+	}
+	b.dropCur()
+	size := want
+	if b.expectItems {
+		// A reply with items ahead (a READ): the inline part is small,
+		// and the rest of the record is mostly item bodies.
+		size = max(want, inlineFirstMax)
+	} else if left, _ := b.rr.Remaining(); left > size {
+		size = left
+	}
+	size = min(max(size, 1), b.pool.MaxSize())
+	buf, err := b.get(size)
+	if err != nil {
+		return err
+	}
+	b.cur, b.used, b.curInMsg, b.open = buf, 0, false, -1
+	return nil
+}
+
+// dropCur lets go of the current inline buffer; it goes back to the pool
+// unless a piece of the message lies in it.
+func (b *replyBuilder) dropCur() {
+	if b.cur != nil && !b.curInMsg {
+		b.cur.Release()
+	}
+	b.cur, b.used, b.curInMsg, b.open = nil, 0, false, -1
+}
+
+const (
+	// inlineFirstMax is the inline buffer taken while items may follow.
+	inlineFirstMax = 4096
+	// walkPeekFirst is the first look-ahead the walker gets: enough for
+	// the results before an NFSv3 READ's data or an NFSv4 SEQUENCE,
+	// PUTFH, READ header.
+	walkPeekFirst = 512
+)
+
+// get takes a pool buffer, waiting while the pool is exhausted (the
+// backend then waits too: TCP back-pressure) until the connection goes.
+func (b *replyBuilder) get(n int) (*rdmarpc.Buffer, error) {
+	wait := time.Millisecond
+	for {
+		buf, err := b.pool.Get(n)
+		if err == nil {
+			return buf, nil
+		}
+		if !errors.Is(err, rdmarpc.ErrPoolExhausted) {
+			return nil, err
+		}
+		b.timer.Reset(wait)
+		select {
+		case <-b.timer.C:
+		case <-b.done:
+			if !b.timer.Stop() {
+				<-b.timer.C
+			}
+			return nil, errConnGoing
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}

@@ -1,0 +1,257 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// session bridges one RDMA client connection to its own backend TCP
+// connection (connection_policy per_client). It is the engine's Handler:
+// ServeCall registers each call by XID and queues it for the backend
+// writer; the backend reader matches replies by XID, builds each reply in
+// registered buffers and hands it to call.Reply. The backend goroutines
+// (backend.go) reconnect on failure and re-send what has no reply yet.
+type session struct {
+	rc   *rdmarpc.ResponderConn
+	cfg  *Config
+	log  hclog.Logger
+	met  *Metrics
+	pool *rdmarpc.Pool
+	peer string
+
+	mu      sync.Mutex
+	pending pendingTable
+	sendQ   []*pendingCall // queued for the writer, in arrival order
+	spareQ  []*pendingCall // the writer's batch storage, swapped with sendQ
+	closing bool
+	wake    chan struct{} // tells the writer sendQ is not empty (cap 1)
+
+	// hdrScratch gathers a call's RPC header when it is split across
+	// pieces (ServeCall runs on the engine's one goroutine, so one buffer
+	// serves).
+	hdrScratch [maxCallHeader]byte
+
+	giveUp bool // the backend stayed unreachable: the client was disconnected
+}
+
+// maxCallHeader is the longest RPC call header: six words and two opaque
+// auths of at most 400 bytes.
+const maxCallHeader = 6*4 + 2*(8+tcprpc.MaxAuthBytes)
+
+func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *Metrics, pool *rdmarpc.Pool) *session {
+	return &session{
+		rc: rc, cfg: cfg, log: log, met: met, pool: pool, peer: rc.RemoteAddr(),
+		pending: newPendingTable(cfg.RDMA.Credits),
+		sendQ:   make([]*pendingCall, 0, cfg.RDMA.Credits),
+		spareQ:  make([]*pendingCall, 0, cfg.RDMA.Credits),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// ServeCall implements rdmarpc.Handler. It never blocks on the network:
+// it decodes the RPC header for the metrics and the reply walk, records
+// the call and wakes the backend writer.
+func (s *session) ServeCall(call *rdmarpc.Call) {
+	now := time.Now()
+	s.met.creditsInUse.Inc()
+	var h tcprpc.CallHeader
+	hdr := s.callHeaderBytes(&call.Msg)
+	if _, err := h.Decode(hdr); err != nil {
+		s.rejectCall(call, &h, err)
+		return
+	}
+	pc := s.getPending()
+	pc.call, pc.xid, pc.received = call, h.XID, now
+	pc.prog, pc.vers, pc.proc = h.Prog, h.Vers, h.Proc
+	wrapped, gerr := tcprpc.GSSBodyWrapped(h.Cred)
+	pc.ddp = !wrapped && gerr == nil
+	pc.stats = s.met.proc(h.Prog, h.Vers, h.Proc)
+	pc.stats.calls.Inc()
+
+	s.mu.Lock()
+	if s.closing {
+		s.pending.put(pc)
+		s.mu.Unlock()
+		s.drop(call, "client_gone")
+		return
+	}
+	if !s.pending.add(pc) {
+		s.pending.put(pc)
+		s.mu.Unlock()
+		// The client reused an XID still outstanding: the first call's
+		// reply will answer it (the client matches replies by XID).
+		s.log.Warn("call with a duplicate XID dropped", "peer", s.peer, "xid", h.XID)
+		s.drop(call, "duplicate_xid")
+		return
+	}
+	s.sendQ = append(s.sendQ, pc)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// callHeaderBytes returns the start of the call message, gathered into
+// hdrScratch only when the first piece is shorter than a maximal header.
+func (s *session) callHeaderBytes(m *rdmarpc.Message) []byte {
+	if len(m.Pieces) == 0 {
+		return nil
+	}
+	if first := m.Pieces[0].Data; len(first) >= maxCallHeader || len(m.Pieces) == 1 {
+		return first
+	}
+	n := 0
+	for i := range m.Pieces {
+		n += copy(s.hdrScratch[n:], m.Pieces[i].Data)
+		if n == len(s.hdrScratch) {
+			break
+		}
+	}
+	return s.hdrScratch[:n]
+}
+
+// rejectCall answers a message that is not a well-formed RPC call: an
+// RPC version other than 2 gets RPC_MISMATCH (RFC 5531 §9); anything
+// without a usable header is dropped.
+func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error) {
+	if errors.Is(err, tcprpc.ErrBadRPCVersion) {
+		rh := tcprpc.RPCMismatchReply(h.XID)
+		if s.replyWithHeader(call, &rh) == nil {
+			s.met.callDropped("rpc_mismatch")
+			return
+		}
+	}
+	s.log.Debug("message is not an RPC call; dropped", "peer", s.peer, "error", err)
+	s.drop(call, "not_rpc")
+}
+
+// replyWithHeader answers call with a gateway-made reply of just a header.
+func (s *session) replyWithHeader(call *rdmarpc.Call, rh *tcprpc.ReplyHeader) error {
+	buf, err := s.pool.Get(rh.EncodedLen())
+	if err != nil {
+		return err
+	}
+	e := xdr.NewEncoder(buf.Bytes)
+	if err := rh.Encode(&e); err != nil {
+		buf.Release()
+		return err
+	}
+	var msg rdmarpc.Message
+	msg.XID = rh.XID
+	msg.Append(rdmarpc.Piece{Data: e.Bytes(), Buf: buf})
+	s.met.creditsInUse.Dec()
+	return call.Reply(&msg)
+}
+
+// drop abandons a call that will get no reply.
+func (s *session) drop(call *rdmarpc.Call, reason string) {
+	s.met.callDropped(reason)
+	s.met.creditsInUse.Dec()
+	call.Drop()
+}
+
+func (s *session) getPending() *pendingCall {
+	s.mu.Lock()
+	pc := s.pending.get()
+	s.mu.Unlock()
+	return pc
+}
+
+// deliver hands pc's finished reply to the engine, unless the session is
+// tearing down (then the reply is discarded and the call dropped by
+// teardown). It is called by the backend reader.
+func (s *session) deliver(pc *pendingCall, st replyStatus) {
+	s.mu.Lock()
+	if s.pending.byXID[pc.xid] != pc {
+		// Not ours any more (cannot happen while the reader runs).
+		s.mu.Unlock()
+		pc.reply.ReleaseBuffers()
+		return
+	}
+	delete(s.pending.byXID, pc.xid)
+	s.mu.Unlock()
+	for pc.writing.Load() {
+		runtime.Gosched() // the writer is returning from the writev that sent this call
+	}
+
+	s.met.observe(s.met.callLatency, pc.received)
+	pc.stats.reply(s.met, st).Inc()
+	s.met.creditsInUse.Dec()
+	if err := pc.call.Reply(&pc.reply); err != nil {
+		s.log.Debug("reply not sent: client connection gone", "peer", s.peer, "xid", pc.xid, "error", err)
+	}
+	s.mu.Lock()
+	s.pending.put(pc)
+	s.mu.Unlock()
+}
+
+// teardown abandons every call still waiting for the backend: the client
+// is gone (or being disconnected), so their replies have nowhere to go.
+// The backend goroutines have stopped, so nothing else touches them.
+func (s *session) teardown(reason string) {
+	s.mu.Lock()
+	s.closing = true
+	calls := make([]*pendingCall, 0, len(s.pending.byXID))
+	for _, pc := range s.pending.byXID {
+		calls = append(calls, pc)
+	}
+	clear(s.pending.byXID)
+	s.sendQ = s.sendQ[:0]
+	s.mu.Unlock()
+	for _, pc := range calls {
+		pc.reply.ReleaseBuffers()
+		s.drop(pc.call, reason)
+	}
+	if len(calls) > 0 {
+		s.log.Debug("outstanding calls abandoned", "peer", s.peer, "calls", len(calls), "reason", reason)
+	}
+}
+
+// localAddr is for logs.
+func localAddr(c net.Conn) string {
+	if c == nil {
+		return ""
+	}
+	return c.LocalAddr().String()
+}
+
+// run serves the session until the client goes, ctx ends or the backend
+// is given up on, then releases everything. conn is the backend
+// connection dialed before the client was accepted.
+func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) {
+	bctx, stopBackend := context.WithCancel(ctx)
+	backendDone := make(chan struct{})
+	go func() {
+		defer close(backendDone)
+		s.runBackend(bctx, conn, d)
+	}()
+	serveErr := s.rc.Serve(ctx, s)
+	stopBackend()
+	<-backendDone
+	reason := "client_gone"
+	if s.giveUp {
+		reason = "backend_gone"
+	}
+	s.teardown(reason)
+	s.rc.Close()
+	s.met.connClosed(closeReason(serveErr, s.giveUp, ctx.Err() != nil))
+	s.log.Info("client disconnected", "peer", s.peer, "reason", errString(serveErr))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	return err.Error()
+}

@@ -1,0 +1,121 @@
+package nfsmem
+
+import (
+	"encoding/binary"
+
+	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// readReply bounds a READ result by the count asked (clamped to rtmax).
+func readReply(d *nfsproto.Dec) int {
+	d.Opaque(nfsproto.FHSize)
+	d.U64()
+	count := min(d.U32(), rtmax)
+	return smallReply + int(count)
+}
+
+func nfs3Read(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
+	fh := d.Opaque(nfsproto.FHSize)
+	off := d.U64()
+	count := min(d.U32(), rtmax)
+	if err := d.Err(); err != nil {
+		return err
+	}
+	s.fs.mu.RLock()
+	defer s.fs.mu.RUnlock()
+	n, st := s.node(fh)
+	if st == nfsproto.NFS3OK && n.typ != nfsproto.NF3Reg {
+		st = nfsproto.NFS3ErrInval
+		if n.typ == nfsproto.NF3Dir {
+			st = nfsproto.NFS3ErrIsDir
+		}
+	}
+	s.putStatusAttr(e, st, n)
+	if st != nfsproto.NFS3OK {
+		return nil
+	}
+	var data []byte
+	if off < uint64(len(n.data)) {
+		data = n.data[off:min(off+uint64(count), uint64(len(n.data)))]
+	}
+	e.PutUint32(uint32(len(data)))
+	e.PutBool(off+uint64(len(data)) >= uint64(len(n.data)))
+	e.PutOpaque(data) // copied under the lock: the reply owns its bytes
+	return nil
+}
+
+func (s *Server) writeVerf() [nfsproto.VerfSize]byte {
+	var v [nfsproto.VerfSize]byte
+	binary.BigEndian.PutUint64(v[:], s.instance)
+	return v
+}
+
+func nfs3Write(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
+	fh := d.Opaque(nfsproto.FHSize)
+	off := d.U64()
+	count := d.U32()
+	stable := d.U32()
+	data := d.Opaque(-1)
+	if err := d.Err(); err != nil {
+		return err
+	}
+	if stable > nfsproto.FileSync {
+		return nfsproto.ErrBadEnum
+	}
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	n, st := s.node(fh)
+	if st != nfsproto.NFS3OK {
+		s.putStatusWcc(e, st, nil, nil)
+		return nil
+	}
+	before := wccBefore(n)
+	switch {
+	case n.typ == nfsproto.NF3Dir:
+		st = nfsproto.NFS3ErrIsDir
+	case n.typ != nfsproto.NF3Reg:
+		st = nfsproto.NFS3ErrInval
+	case int(count) != len(data):
+		// RFC 1813: count is the number of bytes of data; a client that
+		// says otherwise sent something we cannot trust.
+		st = nfsproto.NFS3ErrInval
+	default:
+		st = s.fs.write(n, off, data)
+	}
+	s.putStatusWcc(e, st, before, n)
+	if st == nfsproto.NFS3OK {
+		e.PutUint32(count)
+		// Memory is as stable as this server gets: every write is
+		// reported FILE_SYNC, and COMMIT has nothing left to do.
+		e.PutUint32(nfsproto.FileSync)
+		v := s.writeVerf()
+		e.PutFixedOpaque(v[:])
+	}
+	return nil
+}
+
+func nfs3Commit(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
+	fh := d.Opaque(nfsproto.FHSize)
+	d.U64()
+	d.U32()
+	if err := d.Err(); err != nil {
+		return err
+	}
+	s.fs.mu.RLock()
+	defer s.fs.mu.RUnlock()
+	n, st := s.node(fh)
+	if st == nfsproto.NFS3OK && n.typ != nfsproto.NF3Reg {
+		st = nfsproto.NFS3ErrInval
+	}
+	var before *nfsproto.WccAttr
+	if n != nil {
+		before = wccBefore(n)
+	}
+	s.putStatusWcc(e, st, before, n)
+	if st == nfsproto.NFS3OK {
+		v := s.writeVerf()
+		e.PutFixedOpaque(v[:])
+	}
+	return nil
+}

@@ -1,0 +1,684 @@
+package rdmarpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The requester engine: rdmagw as an RPC-over-RDMA client (reverse mode,
+// tests, demo, bench). Split like Linux xprtrdma:
+//
+//	requester.go          connection, credits, the completion loop, reply
+//	                      matching and Results
+//	requester_marshal.go  building the call: inline, Read chunks, Long call,
+//	                      Write and Reply chunks (rpc_rdma.c)
+//	requester_reg.go      per-RPC registration and invalidation (frwr_ops.c)
+
+// RequesterConfig configures a requester connection. Zero fields take the
+// defaults.
+type RequesterConfig struct {
+	// Credits is the number of calls asked for in every call header
+	// (default 128); the responder's grant, never above it, bounds the
+	// calls in flight. Before the first reply the grant is 1.
+	Credits int
+	// InlineSend is the largest inline call we send (default 4096), capped
+	// by the responder's RFC 8797 receive size (1024 without private data).
+	InlineSend int
+	// InlineRecv is the size of our receive buffers (default 4096).
+	InlineRecv int
+	// Pool provides registered buffers: receives, Send buffers, staging
+	// copies, and the memory offered in Write and Reply chunks. Nil: the
+	// connection makes a pool of its own.
+	Pool    *Pool
+	Limits  Limits
+	Logger  hclog.Logger
+	Metrics RequesterMetrics
+	// ConnectTimeout bounds connection setup (default 10 s).
+	ConnectTimeout time.Duration
+}
+
+func (c *RequesterConfig) setDefaults() {
+	if c.Credits <= 0 {
+		c.Credits = 128
+	}
+	if c.InlineSend <= 0 {
+		c.InlineSend = 4096
+	}
+	if c.InlineRecv <= 0 {
+		c.InlineRecv = 4096
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	c.Limits = c.Limits.withDefaults()
+	c.Logger = orNullLogger(c.Logger)
+	if c.Metrics == nil {
+		c.Metrics = nopResponderMetrics{}
+	}
+}
+
+// ReplyPlan says what to offer for the reply; a caller fills it from the
+// ULB's reply size estimate.
+type ReplyPlan struct {
+	// WriteChunks is the room, in bytes, of each Write chunk, in the order
+	// of the reply's DDP-eligible items. A room of 0 offers an empty chunk.
+	WriteChunks []int
+	// ReplyChunk is the room of the Reply chunk; 0 offers none.
+	ReplyChunk int
+}
+
+// Result is a reply received by RequesterConn.Call.
+type Result struct {
+	// Inline is the RPC reply as it came inline or through the Reply
+	// chunk, with the bodies of items placed in Write chunks removed
+	// (their length words remain).
+	Inline []byte
+	// Chunks holds, per offered Write chunk, the bytes the responder
+	// wrote into it.
+	Chunks [][]byte
+	// Kind says whether the reply came inline or in the Reply chunk.
+	Kind ReplyKind
+
+	x *reqCtxt
+}
+
+// Release returns the reply's buffers and its credit. Inline and Chunks
+// are invalid afterwards.
+func (r *Result) Release() {
+	if x := r.x; x != nil {
+		r.x, r.Inline, r.Chunks = nil, nil, nil
+		x.conn.finish(x)
+	}
+}
+
+// Errors of the requester.
+var (
+	// ErrRemoteVersion: the responder answered RDMA_ERROR / ERR_VERS.
+	ErrRemoteVersion = errors.New("rdmarpc: responder does not speak RPC-over-RDMA version 1 (ERR_VERS)")
+	// ErrRemoteChunk: the responder answered RDMA_ERROR / ERR_CHUNK (a
+	// malformed call, or a reply that fitted neither inline, the Write
+	// chunks nor the Reply chunk).
+	ErrRemoteChunk = errors.New("rdmarpc: responder rejected the call (ERR_CHUNK)")
+	// ErrBadReply: the reply's transport header was malformed or claims
+	// more than was offered.
+	ErrBadReply = errors.New("rdmarpc: malformed reply")
+	// ErrXIDInUse: a call with the same XID is already in flight.
+	ErrXIDInUse = errors.New("rdmarpc: XID already in flight")
+)
+
+// RemoteError is an RDMA_ERROR answer to a call.
+type RemoteError struct {
+	XID               uint32
+	Code              ErrorCode
+	VersLow, VersHigh uint32 // ERR_VERS only
+}
+
+func (e *RemoteError) Error() string {
+	if e.Code == ErrCodeVers {
+		return fmt.Sprintf("rdmarpc: xid 0x%08x: responder answered ERR_VERS (versions %d-%d)", e.XID, e.VersLow, e.VersHigh)
+	}
+	return fmt.Sprintf("rdmarpc: xid 0x%08x: responder answered %v", e.XID, e.Code)
+}
+
+// Is matches ErrRemoteVersion or ErrRemoteChunk by code.
+func (e *RemoteError) Is(target error) bool {
+	return (target == ErrRemoteVersion && e.Code == ErrCodeVers) ||
+		(target == ErrRemoteChunk && e.Code == ErrCodeChunk)
+}
+
+// rrecv is one of the requester's receive buffers.
+type rrecv struct {
+	idx    int
+	buf    *Buffer
+	posted bool // guarded by conn.mu
+	held   bool // a Result points into it
+	wr     verbs.RecvWR
+	sge    [1]verbs.SGE
+	hdr    Header
+}
+
+// reqCtxt states, guarded by conn.mu.
+const (
+	reqFree    = iota
+	reqWaiting // sent, the caller waits for the reply
+	reqReplied // the reply (or an error) is in; the caller holds it
+	reqAbandon // the caller gave up; the loop finishes it when the reply comes
+)
+
+// RequesterConn is an RPC-over-RDMA client connection.
+type RequesterConn struct {
+	cfg     RequesterConfig
+	log     hclog.Logger
+	met     RequesterMetrics
+	pool    *Pool
+	ownPool bool
+	pd      verbs.PD
+	cq      verbs.CQ
+	qp      verbs.Conn
+
+	sendMax int
+	recvMax int
+
+	mu       sync.Mutex
+	granted  int
+	inflight int // calls holding a credit
+	free     []*reqCtxt
+	reqs     []reqCtxt
+	recvs    []rrecv
+	wake     notifier
+	sendsOut int  // Sends posted and not completed
+	drained  bool // the loop has failed the calls in flight; no more
+
+	dead     chan struct{}
+	deadOnce sync.Once
+	err      error
+	loopDone chan struct{}
+	closeMu  sync.Mutex
+	closed   bool
+	wcs      [wcBatch]verbs.WC
+}
+
+// DialRequester connects to an RPC-over-RDMA responder at addr, offering
+// RFC 8797 private data, and posts its receives before the first call.
+func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg RequesterConfig) (*RequesterConn, error) {
+	cfg.setDefaults()
+	c := &RequesterConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool, granted: 1,
+		wake: newNotifier(), dead: make(chan struct{}), loopDone: make(chan struct{})}
+	if err := c.setup(ctx, dev, addr); err != nil {
+		c.fail(err)
+		close(c.loopDone)
+		c.release()
+		return nil, err
+	}
+	c.met.ConnUp()
+	go c.loop()
+	return c, nil
+}
+
+func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string) error {
+	cfg := &c.cfg
+	if c.pool == nil {
+		pd, err := dev.AllocPD()
+		if err != nil {
+			return fmt.Errorf("rdmarpc: requester: allocate PD: %w", err)
+		}
+		if c.pool, err = NewPool(pd, PoolConfig{}); err != nil {
+			pd.Close()
+			return err
+		}
+		c.ownPool = true
+	}
+	c.pd = c.pool.pd
+	nrecv := cfg.Credits + recvExtra
+	nreq := 2 * cfg.Credits // a context waits for its Send completion after its reply
+	var err error
+	if c.cq, err = dev.CreateCQ(nreq + nrecv + 16); err != nil {
+		return fmt.Errorf("rdmarpc: requester: create CQ: %w", err)
+	}
+	local := PrivateData{MaxSendSize: cfg.InlineSend, MaxRecvSize: cfg.InlineRecv}
+	var pdata [PrivateDataSize]byte
+	local.Encode(pdata[:])
+	c.qp, err = dev.Dial(ctx, addr, verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq,
+		MaxSendWR: nreq + 8, MaxRecvWR: nrecv, MaxSGE: defaultMaxSGE,
+		PrivateData: pdata[:], Timeout: cfg.ConnectTimeout})
+	if err != nil {
+		return fmt.Errorf("rdmarpc: requester: connect to %s: %w", addr, err)
+	}
+	peer, ok := ParsePrivateData(c.qp.PrivateData())
+	c.sendMax, c.recvMax = InlineThresholds(local, peer, ok)
+	c.sendMax = min(c.sendMax, cfg.InlineSend)
+	// Receives before the first call: the responder answers only calls,
+	// so posting them now, before Call can run, is in time.
+	c.recvs = make([]rrecv, nrecv)
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		r.idx = i
+		if r.buf, err = c.pool.Get(cfg.InlineRecv); err != nil {
+			return fmt.Errorf("rdmarpc: requester: receive buffer: %w", err)
+		}
+		if err := c.postRecvLocked(r); err != nil {
+			return fmt.Errorf("rdmarpc: requester: post receive: %w", err)
+		}
+	}
+	c.reqs = make([]reqCtxt, nreq)
+	c.free = make([]*reqCtxt, 0, nreq)
+	for i := range c.reqs {
+		x := &c.reqs[i]
+		x.idx, x.conn, x.done = i, c, make(chan struct{}, 1)
+		c.free = append(c.free, x)
+	}
+	c.log.Debug("rpc-over-rdma connection established", "peer", addr, "private_data", ok,
+		"inline_send", c.sendMax, "inline_recv", cfg.InlineRecv)
+	return nil
+}
+
+func (c *RequesterConn) postRecvLocked(r *rrecv) error {
+	r.sge[0] = r.buf.SGE(0, len(r.buf.Bytes))
+	r.wr = verbs.RecvWR{ID: wrRecv | uint64(r.idx), SGL: r.sge[:]}
+	r.posted = true
+	if err := c.qp.PostRecv(&r.wr); err != nil {
+		r.posted = false
+		return err
+	}
+	return nil
+}
+
+// repostLocked gives a receive back to the queue pair, or its buffer back
+// to the pool once the connection is gone. Caller holds c.mu.
+func (c *RequesterConn) repostLocked(r *rrecv) {
+	r.held = false
+	if r.buf == nil {
+		return
+	}
+	if c.isDead() || c.postRecvLocked(r) != nil {
+		r.buf.Release()
+		r.buf = nil
+	}
+}
+
+// Pool is the pool the connection takes registered buffers from.
+func (c *RequesterConn) Pool() *Pool { return c.pool }
+
+// InlineSend is the negotiated inline threshold for calls.
+func (c *RequesterConn) InlineSend() int { return c.sendMax }
+
+// Granted is the responder's current credit grant.
+func (c *RequesterConn) Granted() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.granted
+}
+
+// Done is closed when the connection has ended.
+func (c *RequesterConn) Done() <-chan struct{} { return c.dead }
+
+// Err is why the connection ended.
+func (c *RequesterConn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *RequesterConn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *RequesterConn) fail(err error) {
+	c.deadOnce.Do(func() {
+		c.mu.Lock()
+		if err == nil {
+			err = ErrConnClosed
+		}
+		c.err = err
+		close(c.dead)
+		c.mu.Unlock()
+		if c.qp != nil {
+			c.qp.Disconnect()
+		}
+	})
+}
+
+// acquire takes a credit and a context, waiting while the grant is used
+// up, bounded by ctx.
+func (c *RequesterConn) acquire(ctx context.Context) (*reqCtxt, error) {
+	for {
+		c.mu.Lock()
+		if c.isDead() {
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		if c.inflight < c.granted && len(c.free) > 0 {
+			x := c.free[len(c.free)-1]
+			c.free = c.free[:len(c.free)-1]
+			c.inflight++
+			x.holdsCredit = true
+			more := c.inflight < c.granted && len(c.free) > 0
+			c.mu.Unlock()
+			if more {
+				c.wake.signal()
+			}
+			return x, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.dead:
+		}
+	}
+}
+
+// Call sends msg and waits for its reply, which it puts in r (release it
+// with r.Release). Item pieces of msg become Read chunks at their XDR
+// Position, registered for this RPC only; the whole call goes as a
+// Position-Zero Read chunk (RDMA_NOMSG Long call) when its inline part
+// does not fit the inline threshold. plan says which Write chunks and
+// Reply chunk to offer; their memory is registered for this RPC only and
+// invalidated before the reply is handed over.
+//
+// msg and its buffers must stay unchanged until Call returns; Call does
+// not take ownership of them. An RDMA_ERROR answer is a *RemoteError
+// (errors.Is ErrRemoteVersion or ErrRemoteChunk). When ctx ends first,
+// Call invalidates the Read chunk registrations (the responder can no
+// longer read msg) and returns ctx.Err(); the credit stays in use until
+// the reply arrives or the connection ends.
+func (c *RequesterConn) Call(ctx context.Context, msg *Message, plan *ReplyPlan, r *Result) error {
+	if r.x != nil {
+		return errors.New("rdmarpc: Call with a Result not yet released")
+	}
+	x, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	kind, inline, exposed, err := c.marshal(x, msg, plan)
+	if err != nil {
+		x.unregister()
+		x.releaseBufs()
+		c.mu.Lock()
+		c.putLocked(x)
+		c.mu.Unlock()
+		return err
+	}
+	c.mu.Lock()
+	for i := range c.reqs {
+		if o := &c.reqs[i]; o != x && o.state != reqFree && o.xid == msg.XID {
+			c.mu.Unlock()
+			x.unregister()
+			x.releaseBufs()
+			c.mu.Lock()
+			c.putLocked(x)
+			c.mu.Unlock()
+			return fmt.Errorf("%w: 0x%08x", ErrXIDInUse, msg.XID)
+		}
+	}
+	if c.drained {
+		// The loop has already failed every call in flight; this one
+		// would never hear back.
+		err := c.err
+		c.mu.Unlock()
+		x.unregister()
+		x.releaseBufs()
+		c.mu.Lock()
+		c.putLocked(x)
+		c.mu.Unlock()
+		return err
+	}
+	x.xid = msg.XID
+	x.state = reqWaiting
+	x.sendPending = true
+	c.sendsOut++
+	c.mu.Unlock()
+	if err := c.qp.PostSend(&x.wr); err != nil {
+		c.mu.Lock()
+		x.sendPending = false
+		c.sendsOut--
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("%w: posting call: %v", ErrConnClosed, err))
+	} else {
+		c.met.CallSent(kind, inline, exposed)
+	}
+	select {
+	case <-x.done:
+	case <-ctx.Done():
+		c.mu.Lock()
+		if x.state == reqWaiting {
+			x.state = reqAbandon
+			c.mu.Unlock()
+			x.invalidateReads()
+			return ctx.Err()
+		}
+		c.mu.Unlock()
+		<-x.done // the reply won the race
+	}
+	if x.err != nil {
+		err := x.err
+		c.finish(x)
+		return err
+	}
+	r.Inline, r.Chunks, r.Kind, r.x = x.inline, x.chunks, x.kind, x
+	return nil
+}
+
+// finish ends a call's life after its reply was consumed, abandoned or
+// failed: buffers back to the pool, the receive reposted, the credit
+// returned. The context itself is free once its Send has completed too.
+func (c *RequesterConn) finish(x *reqCtxt) {
+	x.unregister()
+	x.releaseBufs()
+	c.mu.Lock()
+	if r := x.rep; r != nil {
+		x.rep = nil
+		c.repostLocked(r)
+	}
+	c.putLocked(x)
+	c.mu.Unlock()
+}
+
+// putLocked returns x's credit and, when its Send is done, x itself.
+func (c *RequesterConn) putLocked(x *reqCtxt) {
+	if x.state == reqFree && !x.holdsCredit {
+		return
+	}
+	x.state = reqFree
+	x.inline, x.chunks, x.err = nil, nil, nil
+	if x.holdsCredit {
+		x.holdsCredit = false
+		c.inflight--
+	}
+	if !x.sendPending {
+		c.free = append(c.free, x)
+		if c.isDead() && x.sendBuf != nil {
+			x.sendBuf.Release()
+			x.sendBuf = nil
+		}
+	}
+	c.wake.signal()
+}
+
+// loop owns the completion queue: Send completions and replies.
+func (c *RequesterConn) loop() {
+	defer close(c.loopDone)
+	ctx, cancel := waitDone(context.Background(), c.qp)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.dead:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		n := c.cq.Poll(c.wcs[:])
+		for i := 0; i < n; i++ {
+			c.completion(&c.wcs[i])
+		}
+		if n > 0 {
+			continue
+		}
+		if c.isDead() {
+			break
+		}
+		if err := c.cq.Wait(ctx); err != nil {
+			c.fail(c.qpErr())
+		}
+	}
+	c.drain()
+}
+
+func (c *RequesterConn) qpErr() error {
+	select {
+	case <-c.qp.Done():
+		if err := c.qp.Err(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConnClosed, err)
+		}
+		return fmt.Errorf("%w: disconnected", ErrConnClosed)
+	default:
+		return ErrConnClosed
+	}
+}
+
+func (c *RequesterConn) completion(wc *verbs.WC) {
+	idx := int(wc.ID & wrIndexMask)
+	switch wc.ID & wrKindMask {
+	case wrRecv:
+		if idx >= len(c.recvs) {
+			return
+		}
+		r := &c.recvs[idx]
+		c.mu.Lock()
+		r.posted = false
+		c.mu.Unlock()
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+			c.mu.Lock()
+			c.repostLocked(r)
+			c.mu.Unlock()
+			return
+		}
+		c.reply(r, wc.ByteLen)
+	case wrSend:
+		if idx >= len(c.reqs) {
+			return
+		}
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+		}
+		x := &c.reqs[idx]
+		c.mu.Lock()
+		x.sendPending = false
+		c.sendsOut--
+		if x.state == reqFree && !x.holdsCredit {
+			c.free = append(c.free, x)
+			if c.isDead() && x.sendBuf != nil {
+				x.sendBuf.Release()
+				x.sendBuf = nil
+			}
+			c.mu.Unlock()
+			c.wake.signal()
+			return
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *RequesterConn) wcFailed(wc *verbs.WC) {
+	if isFlush(wc) && c.isDead() {
+		return
+	}
+	c.met.RDMAFailed(wc.Op, wc.Status)
+	c.log.Warn("rpc-over-rdma connection torn down: work request failed", "op", wc.Op.String(), "status", wc.Status.String())
+	err := fmt.Errorf("%w: %w", ErrConnClosed, &verbs.CompletionError{Op: wc.Op, Status: wc.Status, ID: wc.ID})
+	if isFlush(wc) {
+		err = c.qpErr()
+	}
+	c.fail(err)
+}
+
+// drain fails every call still waiting, waits for the queue pair, and
+// frees what no caller holds. Loop goroutine.
+func (c *RequesterConn) drain() {
+	c.met.ConnDown(c.Err())
+	select {
+	case <-c.qp.Done():
+	case <-time.After(10 * time.Second):
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		out := c.sendsOut
+		c.mu.Unlock()
+		if out == 0 || time.Now().After(deadline) {
+			break
+		}
+		n := c.cq.Poll(c.wcs[:])
+		for i := 0; i < n; i++ {
+			c.completion(&c.wcs[i])
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	err := c.Err()
+	var abandoned []*reqCtxt
+	c.mu.Lock()
+	c.drained = true
+	for i := range c.reqs {
+		x := &c.reqs[i]
+		switch x.state {
+		case reqWaiting:
+			x.err = err
+			x.state = reqReplied
+			x.done <- struct{}{}
+		case reqAbandon:
+			abandoned = append(abandoned, x)
+		}
+	}
+	for i := range c.recvs {
+		if r := &c.recvs[i]; r.buf != nil && !r.held {
+			r.posted = false
+			r.buf.Release()
+			r.buf = nil
+		}
+	}
+	c.mu.Unlock()
+	for _, x := range abandoned {
+		c.finish(x)
+	}
+}
+
+// Close disconnects, fails the calls in flight, and releases the
+// connection's resources. Results still held stay valid until released.
+func (c *RequesterConn) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.fail(nil)
+	<-c.loopDone
+	c.release()
+	return nil
+}
+
+func (c *RequesterConn) release() {
+	if c.qp != nil {
+		c.qp.Close()
+	}
+	c.mu.Lock()
+	for i := range c.reqs {
+		x := &c.reqs[i]
+		if x.sendBuf != nil && x.state == reqFree {
+			x.sendBuf.Release()
+			x.sendBuf = nil
+		}
+	}
+	for i := range c.recvs {
+		if r := &c.recvs[i]; r.buf != nil && !r.held {
+			r.buf.Release()
+			r.buf = nil
+		}
+	}
+	c.mu.Unlock()
+	if c.cq != nil {
+		c.cq.Close()
+	}
+	if c.ownPool && c.pool != nil && c.pool.InUse() == 0 {
+		c.pool.Close()
+		c.pool.pd.Close()
+	}
+}

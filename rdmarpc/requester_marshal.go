@@ -1,0 +1,341 @@
+package rdmarpc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Marshaling a call and unmarshaling its reply (rpc_rdma.c in Linux).
+//
+// The call goes, in order of preference (rpcrdma_marshal_req):
+//
+//	inline     header + whole message <= InlineSend: RDMA_MSG, items inline
+//	read chunk items as Read chunks at their XDR Position, the rest inline
+//	long call  the rest still too big: RDMA_NOMSG, the rest in a
+//	           Position-Zero Read chunk, items still in their own chunks
+//
+// Position is the item's byte offset in the whole XDR stream of the call,
+// earlier items and their round-up included (rpcrdma_encode_read_list
+// uses the offset of the page list in the xdr_buf). The round-up of an
+// item is neither sent in its chunk nor inline: the responder supplies it.
+
+// marshal builds x's transport header, registrations and Send.
+func (c *RequesterConn) marshal(x *reqCtxt, msg *Message, plan *ReplyPlan) (kind CallKind, inline, exposed int, err error) {
+	x.resetReg()
+	if x.sendBuf == nil {
+		if x.sendBuf, err = c.pool.Get(c.sendMax); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	h := &x.hdr
+	h.Init(msg.XID, uint32(c.cfg.Credits), ProcMsg)
+	if err := c.offerReplyRoom(x, plan); err != nil {
+		return 0, 0, 0, err
+	}
+	total := msg.Len()
+	if h.EncodedLen()+total <= c.sendMax {
+		n := h.EncodedLen()
+		if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
+			return 0, 0, 0, err
+		}
+		n += msg.Flatten(x.sendBuf.Bytes[n:])
+		x.setSend(n)
+		return CallInline, n, 0, nil
+	}
+
+	// Items into Read chunks; the rest is what stays "inline".
+	pos, rest := 0, 0
+	for i := range msg.Pieces {
+		p := &msg.Pieces[i]
+		if !p.Item || len(p.Data) == 0 {
+			pos += len(p.Data)
+			rest += len(p.Data)
+			continue
+		}
+		if pos&3 != 0 {
+			return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: item at stream offset %d is not XDR-aligned", msg.XID, pos)
+		}
+		data, err := x.registrable(c, p)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		seg, err := x.expose(data, verbs.AccessRemoteRead)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		x.segs = append(x.segs, ReadSegment{Position: uint32(pos), Segment: seg})
+		exposed += len(p.Data)
+		pos += len(p.Data) + padLen(len(p.Data))
+	}
+	dataLen := h.EncodedLen() + len(x.segs)*(4+readSegmentSize)
+	if dataLen+rest <= c.sendMax {
+		for _, s := range x.segs {
+			h.AppendReadSegment(s.Position, s.Segment)
+		}
+		n := h.EncodedLen()
+		if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
+			return 0, 0, 0, err
+		}
+		for i := range msg.Pieces {
+			if p := &msg.Pieces[i]; !p.Item || len(p.Data) == 0 {
+				n += copy(x.sendBuf.Bytes[n:], p.Data)
+			}
+		}
+		x.setSend(n)
+		return CallReadChunk, n, exposed, nil
+	}
+
+	// Long call: the rest goes by RDMA Read from one staging copy.
+	if rest > c.pool.MaxSize() {
+		return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: %d bytes of call outside its items exceed the largest pool buffer (%d)", msg.XID, rest, c.pool.MaxSize())
+	}
+	b, err := c.pool.Get(rest)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	x.stage = append(x.stage, b)
+	off := 0
+	for i := range msg.Pieces {
+		if p := &msg.Pieces[i]; !p.Item || len(p.Data) == 0 {
+			off += copy(b.Bytes[off:], p.Data)
+		}
+	}
+	h.Proc = ProcNoMsg
+	if rest > 0 {
+		seg, err := x.expose(b.Bytes[:rest], verbs.AccessRemoteRead)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		h.AppendReadSegment(0, seg)
+	} else {
+		h.AppendReadSegment(0, Segment{})
+	}
+	for _, s := range x.segs {
+		h.AppendReadSegment(s.Position, s.Segment)
+	}
+	n := h.EncodedLen()
+	if n > c.sendMax {
+		return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: transport header of %d bytes exceeds the inline threshold %d", msg.XID, n, c.sendMax)
+	}
+	if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
+		return 0, 0, 0, err
+	}
+	x.setSend(n)
+	return CallLong, n, exposed + rest, nil
+}
+
+// registrable returns p's bytes in registered memory: in place when p
+// lies in a pool buffer, else copied into a staging buffer.
+func (x *reqCtxt) registrable(c *RequesterConn, p *Piece) ([]byte, error) {
+	if p.Buf != nil {
+		return p.Data, nil
+	}
+	b, err := c.pool.Get(len(p.Data))
+	if err != nil {
+		return nil, err
+	}
+	x.stage = append(x.stage, b)
+	copy(b.Bytes, p.Data)
+	return b.Bytes, nil
+}
+
+// offerReplyRoom registers the Write chunks and Reply chunk of plan and
+// puts them in the header.
+func (c *RequesterConn) offerReplyRoom(x *reqCtxt, plan *ReplyPlan) error {
+	if plan == nil {
+		return nil
+	}
+	h := &x.hdr
+	if len(plan.WriteChunks) > len(x.chunkStore) {
+		return fmt.Errorf("rdmarpc: %d Write chunks offered, at most %d", len(plan.WriteChunks), len(x.chunkStore))
+	}
+	for _, room := range plan.WriteChunks {
+		if room <= 0 {
+			x.wbufs = append(x.wbufs, nil)
+			h.AppendWriteChunk()
+			continue
+		}
+		b, err := c.pool.Get(room)
+		if err != nil {
+			return err
+		}
+		x.wbufs = append(x.wbufs, b)
+		seg, err := x.expose(b.Bytes, verbs.AccessRemoteWrite)
+		if err != nil {
+			return err
+		}
+		h.AppendWriteChunk(seg)
+	}
+	if plan.ReplyChunk > 0 {
+		b, err := c.pool.Get(plan.ReplyChunk)
+		if err != nil {
+			return err
+		}
+		x.rbuf = b
+		seg, err := x.expose(b.Bytes, verbs.AccessRemoteWrite)
+		if err != nil {
+			return err
+		}
+		h.SetReplyChunk(seg)
+	}
+	return nil
+}
+
+func (x *reqCtxt) setSend(n int) {
+	x.sge[0] = x.sendBuf.SGE(0, n)
+	x.wr = verbs.SendWR{ID: wrSend | uint64(x.idx), Op: verbs.OpSend, SGL: x.sge[:], Signal: true}
+}
+
+// lookupLocked finds the call in flight with the given XID.
+func (c *RequesterConn) lookupLocked(xid uint32) *reqCtxt {
+	for i := range c.reqs {
+		if x := &c.reqs[i]; (x.state == reqWaiting || x.state == reqAbandon) && x.xid == xid {
+			return x
+		}
+	}
+	return nil
+}
+
+// reply handles one received message. Loop goroutine.
+func (c *RequesterConn) reply(r *rrecv, n int) {
+	h := &r.hdr
+	hlen, err := h.Decode(r.buf.Bytes[:n], c.cfg.Limits)
+	c.mu.Lock()
+	if err != nil {
+		c.met.Dropped(DropMalformed)
+		var xid uint32
+		var ok bool
+		var ve *VersionError
+		var ce *ChunkError
+		if errors.As(err, &ve) {
+			xid, ok = ve.XID, true
+		} else if errors.As(err, &ce) {
+			xid, ok = ce.XID, true
+		}
+		c.repostLocked(r)
+		var x *reqCtxt
+		if ok {
+			x = c.lookupLocked(xid)
+		}
+		c.mu.Unlock()
+		c.log.Warn("malformed reply", "error", err)
+		if x != nil {
+			x.err = fmt.Errorf("%w: %w", ErrBadReply, err)
+			c.deliver(x)
+		}
+		return
+	}
+	c.grantLocked(h.Credit)
+	x := c.lookupLocked(h.XID)
+	if x == nil {
+		c.repostLocked(r)
+		c.mu.Unlock()
+		c.met.Dropped(DropUnmatched)
+		c.log.Debug("reply for no call in flight dropped", "xid", h.XID)
+		return
+	}
+	c.mu.Unlock()
+	// The responder is done with the call's memory: revoke it all before
+	// anybody looks at what was written.
+	x.unregister()
+	keep := false
+	switch h.Proc {
+	case ProcError:
+		x.err = &RemoteError{XID: h.XID, Code: h.ErrCode, VersLow: h.VersLow, VersHigh: h.VersHigh}
+		c.met.ErrorReceived(h.ErrCode)
+	case ProcMsg:
+		x.inline, x.kind = r.buf.Bytes[hlen:n], ReplyInline
+		keep = true
+	case ProcNoMsg:
+		l := h.Reply.Len()
+		if !h.HasReply || x.rbuf == nil || l > uint64(len(x.rbuf.Bytes)) {
+			x.err = fmt.Errorf("%w: xid 0x%08x: RDMA_NOMSG reply with %d bytes in a Reply chunk of %d", ErrBadReply, h.XID, l, len(x.rbufBytes()))
+			break
+		}
+		x.inline, x.kind = x.rbuf.Bytes[:l], ReplyReplyChunk
+	}
+	if x.err == nil {
+		x.err = x.collectChunks(h)
+	}
+	if x.err == nil {
+		c.met.ReplyReceived(x.kind, len(x.inline), x.written())
+	}
+	c.mu.Lock()
+	if keep && x.err == nil {
+		r.held = true
+		x.rep = r
+	} else {
+		c.repostLocked(r)
+	}
+	c.mu.Unlock()
+	c.deliver(x)
+}
+
+func (x *reqCtxt) rbufBytes() []byte {
+	if x.rbuf == nil {
+		return nil
+	}
+	return x.rbuf.Bytes
+}
+
+// collectChunks checks the reply's Write list against what was offered and
+// slices out what the responder wrote.
+func (x *reqCtxt) collectChunks(h *Header) error {
+	if len(h.Writes) > len(x.wbufs) {
+		return fmt.Errorf("%w: xid 0x%08x: reply returns %d Write chunks, %d offered", ErrBadReply, h.XID, len(h.Writes), len(x.wbufs))
+	}
+	x.chunks = x.chunkStore[:len(x.wbufs)]
+	for i, b := range x.wbufs {
+		var w uint64
+		if i < len(h.Writes) {
+			w = h.Writes[i].Len()
+		}
+		room := 0
+		if b != nil {
+			room = len(b.Bytes)
+		}
+		if w > uint64(room) {
+			return fmt.Errorf("%w: xid 0x%08x: Write chunk %d claims %d bytes written, %d offered", ErrBadReply, h.XID, i, w, room)
+		}
+		if b == nil {
+			x.chunks[i] = nil
+		} else {
+			x.chunks[i] = b.Bytes[:w]
+		}
+	}
+	return nil
+}
+
+func (x *reqCtxt) written() int {
+	n := 0
+	for _, c := range x.chunks {
+		n += len(c)
+	}
+	return n
+}
+
+// deliver hands a finished call to its caller, or finishes it when the
+// caller gave up.
+func (c *RequesterConn) deliver(x *reqCtxt) {
+	c.mu.Lock()
+	if x.state == reqAbandon {
+		c.mu.Unlock()
+		c.finish(x)
+		return
+	}
+	x.state = reqReplied
+	c.mu.Unlock()
+	x.done <- struct{}{}
+}
+
+// grantLocked takes the responder's credit grant: 0 counts as 1, and
+// never more than we asked for (and posted receives for).
+func (c *RequesterConn) grantLocked(credit uint32) {
+	g := min(max(int(credit), 1), c.cfg.Credits)
+	if g > c.granted {
+		defer c.wake.signal()
+	}
+	c.granted = g
+}

@@ -1,0 +1,525 @@
+package rdmarpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The responder engine: rdmagw as the RPC-over-RDMA server of one
+// connection (forward mode). Like Linux svcrdma it is split by concern:
+//
+//	responder.go        connection setup, the completion loop, teardown
+//	responder_recv.go   receive: header decode, error answers, Read chunk
+//	                    pulling and reassembly of the call
+//	responder_reply.go  reply: Write chunk pairing, Reply chunk, ERR_CHUNK,
+//	                    one Write+Send chain per reply
+//
+// One goroutine (Serve) owns the completion queue and everything that
+// happens in reaction to completions; Reply and Drop run on the handler's
+// goroutines and touch only the send side (send contexts, send-queue
+// slots) and the receive being answered.
+
+// ResponderConfig configures a responder connection. Zero fields take the
+// defaults.
+type ResponderConfig struct {
+	// Credits is the most calls the peer may have outstanding (default
+	// 128). Never 0: a grant of 0 would stall a client forever (Linux
+	// treats it as 1). Receives are posted for Credits plus a few more.
+	Credits int
+	// InlineRecv is the size of our receive buffers, the largest inline
+	// call we accept (default 4096).
+	InlineRecv int
+	// InlineSend is the largest inline reply we send (default 4096),
+	// further capped by the peer's RFC 8797 receive size, or 1024 when the
+	// peer sent no private data.
+	InlineSend int
+	// MaxReadsOutstanding bounds the RDMA Reads in flight on the
+	// connection (default 16, the Linux server's value).
+	MaxReadsOutstanding int
+	// Limits bound the chunk lists a call may carry.
+	Limits Limits
+	// Pool provides the registered buffers for receives, Read chunk data
+	// and replies. Its PD is used for the connection. Nil: the connection
+	// makes a pool of its own on a PD of its own.
+	Pool    *Pool
+	Logger  hclog.Logger
+	Metrics ResponderMetrics
+}
+
+func (c *ResponderConfig) setDefaults() {
+	if c.Credits <= 0 {
+		c.Credits = 128
+	}
+	if c.InlineRecv <= 0 {
+		c.InlineRecv = 4096
+	}
+	if c.InlineSend <= 0 {
+		c.InlineSend = 4096
+	}
+	if c.MaxReadsOutstanding <= 0 {
+		c.MaxReadsOutstanding = 16
+	}
+	c.Limits = c.Limits.withDefaults()
+	c.Logger = orNullLogger(c.Logger)
+	if c.Metrics == nil {
+		c.Metrics = nopResponderMetrics{}
+	}
+}
+
+// Handler receives the calls of a responder connection.
+type Handler interface {
+	// ServeCall is called from the connection's goroutine with each
+	// complete call: RDMA_MSG inline, Read chunks pulled with RDMA Read
+	// and spliced back at their Position (each chunk an Item piece in a
+	// pool Buffer; the XDR round-up is added by AppendVec), Long calls
+	// reassembled from the Position-Zero Read chunk. It must hand off
+	// quickly and never block on the network. The handler later calls
+	// exactly one of call.Reply or call.Drop, from another goroutine
+	// (Reply may wait for send resources that only the connection's
+	// goroutine frees, so calling it from within ServeCall can deadlock
+	// under load); after that the Call and its Msg belong to the engine
+	// again.
+	ServeCall(call *Call)
+}
+
+// ResponderConn is one RPC-over-RDMA connection served by rdmagw.
+type ResponderConn struct {
+	cfg     ResponderConfig
+	log     hclog.Logger
+	met     ResponderMetrics
+	pool    *Pool
+	ownPool bool
+	pd      verbs.PD
+	cq      verbs.CQ
+	srq     verbs.SRQ
+	qp      verbs.Conn
+
+	sendMax   int // inline threshold for replies, after RFC 8797
+	recvMax   int
+	remoteInv bool // the peer takes Send With Invalidate
+	maxSGE    int
+	sqDepth   int
+
+	// Receives. recvMu orders reposting (Reply/Drop) against teardown.
+	recvs  []recvCtxt
+	recvMu sync.Mutex
+	// outstanding counts calls taken from a receive and not yet answered.
+	outstanding atomic.Int32
+
+	// Send contexts: one per reply or error answer in flight.
+	sends      []sendCtxt
+	sendMu     sync.Mutex
+	sendFree   []*sendCtxt
+	sendClosed bool // guarded by sendMu: buffers go back to the pool
+	sendWake   notifier
+	sq         sqSlots
+	inFlight   atomic.Int32 // posted chains whose Send has not completed
+
+	// Owned by the Serve goroutine.
+	readQ    []*Call // calls with RDMA Reads still to issue, FIFO
+	readsOut int
+	// readsPeak is the most RDMA Reads ever in flight at once.
+	readsPeak atomic.Int32
+	wcs       [wcBatch]verbs.WC
+	handler   Handler
+
+	dead     chan struct{} // closed when the connection is going down
+	deadOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+
+	serving  atomic.Bool
+	stop     chan struct{} // Close asks Serve to stop
+	stopOnce sync.Once
+	served   chan struct{} // closed when Serve has returned
+	closeMu  sync.Mutex
+	closed   bool
+}
+
+// AcceptResponder serves one connection request: it allocates the
+// connection's resources, posts every receive on a shared receive queue
+// (so none of the peer's calls can arrive before a receive is posted),
+// accepts with RFC 8797 private data and returns the connection. Start it
+// with Serve.
+func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfig) (*ResponderConn, error) {
+	cfg.setDefaults()
+	c := &ResponderConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool,
+		dead: make(chan struct{}), stop: make(chan struct{}), served: make(chan struct{}),
+		sendWake: newNotifier(), maxSGE: defaultMaxSGE}
+	if err := c.setup(req, dev); err != nil {
+		req.Reject(nil)
+		c.release()
+		return nil, err
+	}
+	c.met.ConnUp()
+	return c, nil
+}
+
+func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
+	cfg := &c.cfg
+	if c.pool == nil {
+		pd, err := dev.AllocPD()
+		if err != nil {
+			return fmt.Errorf("rdmarpc: responder: allocate PD: %w", err)
+		}
+		if c.pool, err = NewPool(pd, PoolConfig{}); err != nil {
+			pd.Close()
+			return err
+		}
+		c.ownPool = true
+	}
+	c.pd = c.pool.pd
+
+	local := PrivateData{MaxSendSize: cfg.InlineSend, MaxRecvSize: cfg.InlineRecv}
+	peer, ok := ParsePrivateData(req.PrivateData())
+	c.sendMax, c.recvMax = InlineThresholds(local, peer, ok)
+	// InlineThresholds reports what the peer may send; our buffers are
+	// InlineRecv regardless, and the send side can never exceed what we
+	// configured.
+	c.sendMax = min(c.sendMax, cfg.InlineSend)
+	c.remoteInv = ok && peer.RemoteInvalidate
+	if c.sendMax < MinHeaderSize+4 {
+		return fmt.Errorf("rdmarpc: responder: inline send threshold %d is too small", c.sendMax)
+	}
+
+	nrecv := cfg.Credits + recvExtra
+	nsend := nrecv + cfg.Credits
+	c.sqDepth = 4*nrecv + cfg.MaxReadsOutstanding
+	c.sq.init(c.sqDepth)
+	var err error
+	if c.cq, err = dev.CreateCQ(c.sqDepth + nrecv + 16); err != nil {
+		return fmt.Errorf("rdmarpc: responder: create CQ: %w", err)
+	}
+	if c.srq, err = c.pd.CreateSRQ(nrecv); err != nil {
+		return fmt.Errorf("rdmarpc: responder: create SRQ: %w", err)
+	}
+	// Receives first: credits are granted only in replies, and every
+	// receive that backs them is posted before the peer can send at all.
+	c.recvs = make([]recvCtxt, nrecv)
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		r.idx = i
+		r.call.conn = c
+		r.call.rc = r
+		b, err := c.pool.Get(cfg.InlineRecv)
+		if err != nil {
+			return fmt.Errorf("rdmarpc: responder: receive buffer %d of %d: %w", i, nrecv, err)
+		}
+		r.buf = b
+		if err := c.postRecv(r); err != nil {
+			return fmt.Errorf("rdmarpc: responder: post receive: %w", err)
+		}
+	}
+	c.sends = make([]sendCtxt, nsend)
+	c.sendFree = make([]*sendCtxt, 0, nsend)
+	for i := range c.sends {
+		c.sends[i].idx = i
+		c.sendFree = append(c.sendFree, &c.sends[i])
+	}
+	c.readQ = make([]*Call, 0, nrecv)
+
+	var pdata [PrivateDataSize]byte
+	local.Encode(pdata[:])
+	c.qp, err = req.Accept(verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq, SRQ: c.srq,
+		MaxSendWR: c.sqDepth, MaxRecvWR: nrecv, MaxSGE: c.maxSGE,
+		InitiatorDepth: cfg.MaxReadsOutstanding, PrivateData: pdata[:]})
+	if err != nil {
+		return fmt.Errorf("rdmarpc: responder: accept %v: %w", req.RemoteAddr(), err)
+	}
+	c.log.Debug("rpc-over-rdma connection accepted", "peer", c.qp.RemoteAddr(),
+		"private_data", ok, "inline_send", c.sendMax, "inline_recv", cfg.InlineRecv, "credits", cfg.Credits)
+	return nil
+}
+
+// Pool is the pool the connection takes its registered buffers from; a
+// handler builds replies in its buffers.
+func (c *ResponderConn) Pool() *Pool { return c.pool }
+
+// InlineSend is the inline threshold for replies negotiated with the peer.
+func (c *ResponderConn) InlineSend() int { return c.sendMax }
+
+// RemoteAddr is the peer's address.
+func (c *ResponderConn) RemoteAddr() string {
+	if c.qp == nil {
+		return ""
+	}
+	return c.qp.RemoteAddr().String()
+}
+
+// Outstanding is the number of calls received and not yet answered.
+func (c *ResponderConn) Outstanding() int { return int(c.outstanding.Load()) }
+
+// Serve runs the connection until the peer disconnects, an RDMA operation
+// fails, ctx is done or Close is called, and returns why (nil after
+// Close). Calls still with the handler when it returns are answered with
+// ErrConnClosed by Reply and released by Reply or Drop.
+func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
+	if !c.serving.CompareAndSwap(false, true) {
+		return errors.New("rdmarpc: responder: Serve called twice")
+	}
+	defer close(c.served)
+	c.handler = h
+	wctx, cancel := waitDone(ctx, c.qp)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	for {
+		n := c.cq.Poll(c.wcs[:])
+		for i := 0; i < n; i++ {
+			c.completion(&c.wcs[i])
+		}
+		c.issueReads()
+		if n > 0 {
+			continue
+		}
+		if c.isDead() {
+			break
+		}
+		if err := c.cq.Wait(wctx); err != nil {
+			select {
+			case <-c.stop:
+				c.fail(nil)
+			default:
+				if ctx.Err() != nil {
+					c.fail(ctx.Err())
+				} else {
+					c.fail(c.qpErr())
+				}
+			}
+		}
+	}
+	c.drain()
+	return c.Err()
+}
+
+// qpErr is why the queue pair ended, as an error wrapping ErrConnClosed.
+func (c *ResponderConn) qpErr() error {
+	select {
+	case <-c.qp.Done():
+		if err := c.qp.Err(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConnClosed, err)
+		}
+		return fmt.Errorf("%w: peer disconnected", ErrConnClosed)
+	default:
+		return nil
+	}
+}
+
+// completion dispatches one work completion. Serve goroutine only.
+func (c *ResponderConn) completion(wc *verbs.WC) {
+	idx := int(wc.ID & wrIndexMask)
+	switch wc.ID & wrKindMask {
+	case wrRecv:
+		if idx >= len(c.recvs) {
+			return
+		}
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+			return
+		}
+		c.received(&c.recvs[idx], wc.ByteLen)
+	case wrRead:
+		if idx >= len(c.recvs) {
+			return
+		}
+		call := &c.recvs[idx].call
+		c.readDone(call)
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+			return
+		}
+		if call.readsPending == 0 && call.nextSeg == len(call.Header.Reads) && !c.isDead() {
+			c.deliver(call)
+		}
+	case wrSend:
+		if idx >= len(c.sends) {
+			return
+		}
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+		}
+		c.sendDone(&c.sends[idx])
+	case wrWrite:
+		// Unsignaled: a completion means it failed or was flushed.
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+		}
+	}
+}
+
+// wcFailed tears the connection down on a failed work request. Flushes
+// after the connection has started going down are expected and quiet.
+func (c *ResponderConn) wcFailed(wc *verbs.WC) {
+	if isFlush(wc) && c.isDead() {
+		return
+	}
+	c.met.RDMAFailed(wc.Op, wc.Status)
+	err := fmt.Errorf("%w: %w", ErrConnClosed, &verbs.CompletionError{Op: wc.Op, Status: wc.Status, ID: wc.ID})
+	if isFlush(wc) {
+		if qe := c.qpErr(); qe != nil {
+			err = qe
+		}
+	}
+	c.log.Warn("rpc-over-rdma connection torn down: work request failed", "peer", c.RemoteAddr(),
+		"op", wc.Op.String(), "status", wc.Status.String())
+	c.fail(err)
+}
+
+// fail starts teardown once; err is what Err and Serve report.
+func (c *ResponderConn) fail(err error) {
+	c.deadOnce.Do(func() {
+		c.errMu.Lock()
+		c.err = err
+		c.errMu.Unlock()
+		c.recvMu.Lock()
+		close(c.dead)
+		c.recvMu.Unlock()
+		if c.qp != nil {
+			c.qp.Disconnect()
+		}
+	})
+}
+
+func (c *ResponderConn) isDead() bool {
+	select {
+	case <-c.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is why the connection ended (nil while it runs or after Close).
+func (c *ResponderConn) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// drain waits for the queue pair to finish, collects the flushes of work
+// requests still out, and returns to the pool every buffer the engine
+// still holds: posted receives, calls that were still pulling Read
+// chunks, and send contexts. Calls with the handler keep theirs until it
+// answers them. Serve goroutine only.
+func (c *ResponderConn) drain() {
+	select {
+	case <-c.qp.Done():
+	case <-time.After(10 * time.Second):
+		c.log.Warn("queue pair did not finish after disconnect", "peer", c.RemoteAddr())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for (c.inFlight.Load() > 0 || c.readsOut > 0) && time.Now().Before(deadline) {
+		n := c.cq.Poll(c.wcs[:])
+		for i := 0; i < n; i++ {
+			c.completion(&c.wcs[i])
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// Calls that were still reading never reached the handler.
+	for _, call := range c.readQ {
+		c.abortCall(call)
+	}
+	c.readQ = c.readQ[:0]
+	for i := range c.recvs {
+		if call := &c.recvs[i].call; call.state.Load() == callReading {
+			c.abortCall(call)
+		}
+	}
+	c.recvMu.Lock()
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		if r.posted && r.buf != nil {
+			r.posted = false
+			r.buf.Release()
+			r.buf = nil
+		}
+	}
+	c.recvMu.Unlock()
+	c.met.ConnDown(c.Err())
+	if err := c.Err(); err != nil {
+		c.log.Info("rpc-over-rdma connection ended", "peer", c.RemoteAddr(), "error", err)
+	}
+}
+
+// Close ends the connection: it disconnects, stops Serve and waits for
+// it, and releases the queue pair, CQ, SRQ and every buffer the engine
+// holds. Buffers of calls still with the handler return to the pool when
+// it answers them.
+func (c *ResponderConn) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.fail(nil)
+	c.stopOnce.Do(func() { close(c.stop) })
+	if c.serving.Load() {
+		<-c.served
+	} else if !c.serving.CompareAndSwap(false, true) {
+		<-c.served
+	} else {
+		// Never served: nothing else owns the completion queue.
+		c.drain()
+	}
+	c.release()
+	return nil
+}
+
+// release frees the connection's verbs resources (after drain).
+func (c *ResponderConn) release() {
+	if c.qp != nil {
+		c.qp.Close()
+	}
+	// Free send contexts give back their header buffers now, the others
+	// when they are put back (a Reply racing with Close). A chain that
+	// never completed (drain timed out) keeps its buffers: the device
+	// might still read them.
+	c.sendMu.Lock()
+	c.sendClosed = true
+	for _, s := range c.sendFree {
+		if s.buf != nil {
+			s.buf.Release()
+			s.buf = nil
+		}
+	}
+	c.sendMu.Unlock()
+	c.recvMu.Lock()
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		// A call being answered (callDone) reposts, and so frees, its own.
+		if st := r.call.state.Load(); r.buf != nil && (st == callIdle || st == callReading) {
+			r.posted = false
+			r.buf.Release()
+			r.buf = nil
+		}
+	}
+	c.recvMu.Unlock()
+	if c.srq != nil {
+		c.srq.Close()
+	}
+	if c.cq != nil {
+		c.cq.Close()
+	}
+	// A pool of our own goes when nothing is out of it; a call still with
+	// the handler keeps it (and its mapping) alive.
+	if c.ownPool && c.pool != nil && c.pool.InUse() == 0 {
+		c.pool.Close()
+		c.pool.pd.Close()
+	}
+}

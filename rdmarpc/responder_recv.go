@@ -1,0 +1,400 @@
+package rdmarpc
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The receive side of the responder (svc_rdma_recvfrom.c and the Read
+// half of svc_rdma_rw.c in Linux): decode the transport header, answer
+// what is malformed, pull Read chunks with RDMA Read and reassemble the
+// call for the Handler.
+
+// Call states.
+const (
+	callIdle    uint32 = iota // its receive is posted (or free)
+	callReading               // pulling Read chunks
+	callHandler               // with the Handler
+	callDone                  // answered; waiting to be reposted
+)
+
+// recvCtxt is one receive buffer and the call that arrives in it. The
+// call lives in its receive context, so receiving allocates nothing; the
+// receive is reposted when the call is answered.
+type recvCtxt struct {
+	idx    int
+	buf    *Buffer // InlineRecv bytes; guarded by recvMu once posted
+	posted bool    // guarded by recvMu
+	wr     verbs.RecvWR
+	sge    [1]verbs.SGE
+	call   Call
+}
+
+// inlineChunks is how many Read chunks a Call tracks without allocating.
+const inlineChunks = 16
+
+// Call is one RPC call received on a ResponderConn.
+type Call struct {
+	// Header is the transport header as received: the handler (or the
+	// ULB) reads the Write list and Reply chunk offered for the reply.
+	Header Header
+	// Msg is the RPC call message.
+	Msg Message
+
+	conn  *ResponderConn
+	rc    *recvCtxt
+	state atomic.Uint32
+	kind  CallKind
+
+	inline    []byte    // RDMA_MSG payload in the receive buffer
+	chunkBufs []*Buffer // per Read chunk (Position-Zero first); nil for empty chunks
+	chunkLens []int
+	chunkOffs []int // data chunk j: its offset in the inline payload
+	bufStore  [inlineChunks]*Buffer
+	lenStore  [inlineChunks]int
+	offStore  [inlineChunks]int
+	hasPZ     bool
+	chunkSum  int
+
+	// Read progress (Serve goroutine only).
+	nextSeg      int
+	curChunk     int
+	segOff       int
+	readsPending int
+}
+
+// XID is the call's transport XID (the RPC XID).
+func (c *Call) XID() uint32 { return c.Header.XID }
+
+// Reasons the engine answers ERR_CHUNK for a call the codec accepted.
+var (
+	errPZInMsg      = errors.New("Position-Zero Read chunk in an RDMA_MSG call")
+	errNoPZ         = errors.New("RDMA_NOMSG call without a Position-Zero Read chunk")
+	errChunkTooBig  = errors.New("Read chunk larger than the largest registered buffer")
+	errPositionPast = errors.New("Read chunk Position beyond the inline payload")
+	errPositionBack = errors.New("Read chunk Position inside the previous chunk")
+)
+
+func (c *ResponderConn) postRecv(r *recvCtxt) error {
+	r.sge[0] = r.buf.SGE(0, len(r.buf.Bytes))
+	r.wr = verbs.RecvWR{ID: wrRecv | uint64(r.idx), SGL: r.sge[:]}
+	r.posted = true
+	if err := c.srq.PostRecv(&r.wr); err != nil {
+		r.posted = false
+		return err
+	}
+	return nil
+}
+
+// repost puts a receive back on the SRQ, or returns its buffer to the
+// pool when the connection is going down.
+func (c *ResponderConn) repost(r *recvCtxt) {
+	r.call.state.Store(callIdle)
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	if r.buf == nil {
+		return
+	}
+	if c.isDead() {
+		r.buf.Release()
+		r.buf = nil
+		return
+	}
+	if err := c.postRecv(r); err != nil {
+		r.buf.Release()
+		r.buf = nil
+		c.log.Warn("repost of receive failed", "peer", c.RemoteAddr(), "error", err)
+	}
+}
+
+// grantFor is the credit grant for a peer that asked for req: what it
+// asked, at least 1 (0 would stall it), at most the configured limit.
+func (c *ResponderConn) grantFor(req uint32) uint32 {
+	return min(max(req, 1), uint32(c.cfg.Credits))
+}
+
+// received handles one inbound message. Serve goroutine only.
+func (c *ResponderConn) received(r *recvCtxt, n int) {
+	c.recvMu.Lock()
+	r.posted = false
+	c.recvMu.Unlock()
+	call := &r.call
+	data := r.buf.Bytes[:n]
+	hlen, err := call.Header.Decode(data, c.cfg.Limits)
+	if err != nil {
+		c.badHeader(r, err)
+		return
+	}
+	if call.Header.Proc == ProcError {
+		// rfc5666bis §5.5: never answer an RDMA_ERROR; a requester has
+		// no business sending one at all.
+		c.met.Dropped(DropClientError)
+		c.log.Debug("RDMA_ERROR from requester dropped", "peer", c.RemoteAddr(), "header", call.Header.String())
+		c.repost(r)
+		return
+	}
+	// Credit overrun: more calls than we ever grant. Linux servers get an
+	// RNR on the QP; we have spare receives, so the call is dropped and
+	// counted and the connection survives. (A peer that keeps going
+	// beyond the spare receives ends the connection at the transport.)
+	if int(c.outstanding.Load()) >= c.cfg.Credits {
+		c.met.Dropped(DropCreditOverrun)
+		c.log.Warn("call beyond the credit limit dropped", "peer", c.RemoteAddr(),
+			"xid", call.Header.XID, "credits", c.cfg.Credits)
+		c.repost(r)
+		return
+	}
+	if err := c.prepareCall(call, data, hlen); err != nil {
+		if errors.Is(err, ErrPoolExhausted) {
+			c.met.Dropped(DropNoResources)
+			c.log.Warn("call dropped: no registered memory for its Read chunks", "peer", c.RemoteAddr(), "xid", call.Header.XID)
+			c.repost(r)
+			return
+		}
+		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
+		c.answerError(r, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
+		return
+	}
+	c.outstanding.Add(1)
+	if len(call.Header.Reads) == 0 {
+		c.deliver(call)
+		return
+	}
+	call.state.Store(callReading)
+	c.readQ = append(c.readQ, call)
+}
+
+// badHeader answers a header Decode rejected.
+func (c *ResponderConn) badHeader(r *recvCtxt, err error) {
+	var ve *VersionError
+	var ce *ChunkError
+	switch {
+	case errors.As(err, &ve):
+		if ve.Complete && ve.Proc == ProcError {
+			c.met.Dropped(DropClientError)
+			c.repost(r)
+			return
+		}
+		c.log.Debug("ERR_VERS", "peer", c.RemoteAddr(), "xid", ve.XID, "vers", ve.Vers)
+		c.answerError(r, ErrCodeVers, ve.XID, ve.Vers, uint32(c.cfg.Credits))
+	case errors.As(err, &ce):
+		switch {
+		case ce.Proc == ProcError:
+			c.met.Dropped(DropClientError)
+			c.repost(r)
+		case ce.Proc == ProcDone && ce.Reason == ReasonReservedProc:
+			// Linux drops RDMA_DONE; the Read-Read model is gone.
+			c.met.Dropped(DropClientDone)
+			c.repost(r)
+		default:
+			c.log.Debug("ERR_CHUNK", "peer", c.RemoteAddr(), "error", err)
+			c.answerError(r, ErrCodeChunk, ce.XID, Version, c.grantFor(r.call.Header.Credit))
+		}
+	default:
+		c.met.Dropped(DropShort)
+		c.log.Debug("message too short for a transport header dropped", "peer", c.RemoteAddr(), "error", err)
+		c.repost(r)
+	}
+}
+
+// prepareCall checks a decoded call against what the engine can do and
+// takes the buffers its Read chunks go into. Errors other than
+// ErrPoolExhausted are answered with ERR_CHUNK; all are checked before
+// any RDMA Read is issued.
+func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
+	h := &call.Header
+	call.inline = nil
+	call.chunkBufs = call.bufStore[:0]
+	call.chunkLens = call.lenStore[:0]
+	call.chunkOffs = call.offStore[:0]
+	call.nextSeg, call.curChunk, call.segOff, call.readsPending, call.chunkSum = 0, -1, 0, 0, 0
+	pz, hasPZ := h.PositionZero()
+	call.hasPZ = hasPZ
+	maxBuf := uint64(c.pool.MaxSize())
+	var inlineLen int
+	switch h.Proc {
+	case ProcMsg:
+		if hasPZ {
+			return errPZInMsg
+		}
+		call.inline = data[hlen:]
+		inlineLen = len(call.inline)
+		call.kind = CallInline
+		if len(h.Reads) > 0 {
+			call.kind = CallReadChunk
+		}
+	case ProcNoMsg:
+		if !hasPZ {
+			return errNoPZ
+		}
+		if pz.Len() > maxBuf {
+			return errChunkTooBig
+		}
+		inlineLen = int(pz.Len())
+		call.chunkLens = append(call.chunkLens, inlineLen)
+		call.kind = CallLong
+	default:
+		return fmt.Errorf("procedure %v in a call", h.Proc)
+	}
+	// Positions count bytes of the whole XDR stream, earlier chunks and
+	// their round-up included; the inline payload holds neither. So a
+	// chunk's place in the inline payload is its Position less what the
+	// chunks before it occupy in the stream.
+	var consumed, prevOff int64
+	for ch := range h.Reads.DataChunks().Chunks() {
+		l := ch.Len()
+		if l > maxBuf {
+			return errChunkTooBig
+		}
+		off := int64(ch.Position) - consumed
+		switch {
+		case off < prevOff:
+			return errPositionBack
+		case off > int64(inlineLen):
+			return errPositionPast
+		}
+		call.chunkOffs = append(call.chunkOffs, int(off))
+		call.chunkLens = append(call.chunkLens, int(l))
+		consumed += int64(l) + int64(padLen(int(l)))
+		prevOff = off
+	}
+	for _, l := range call.chunkLens {
+		var b *Buffer
+		if l > 0 {
+			var err error
+			if b, err = c.pool.Get(l); err != nil {
+				call.releaseChunks()
+				return err
+			}
+		}
+		call.chunkBufs = append(call.chunkBufs, b)
+		call.chunkSum += l
+	}
+	return nil
+}
+
+func (call *Call) releaseChunks() {
+	for i, b := range call.chunkBufs {
+		if b != nil {
+			b.Release()
+		}
+		call.chunkBufs[i] = nil
+	}
+	call.chunkBufs = call.chunkBufs[:0]
+}
+
+// issueReads posts RDMA Reads for queued calls, in arrival order, while
+// fewer than MaxReadsOutstanding are in flight. Serve goroutine only.
+func (c *ResponderConn) issueReads() {
+	for len(c.readQ) > 0 && c.readsOut < c.cfg.MaxReadsOutstanding && !c.isDead() {
+		call := c.readQ[0]
+		reads := call.Header.Reads
+		if call.nextSeg == len(reads) {
+			// Every Read is posted: the call leaves the queue now, so
+			// exactly one of here and the last Read's completion delivers.
+			copy(c.readQ, c.readQ[1:])
+			c.readQ = c.readQ[:len(c.readQ)-1]
+			if call.readsPending == 0 {
+				c.deliver(call) // every segment was empty
+			}
+			continue
+		}
+		s := &reads[call.nextSeg]
+		if call.nextSeg == 0 || s.Position != reads[call.nextSeg-1].Position {
+			call.curChunk++
+			call.segOff = 0
+		}
+		if s.Length == 0 {
+			call.nextSeg++
+			continue
+		}
+		if !c.sq.tryTake(1) {
+			return // a completion will give slots back and call us again
+		}
+		b := call.chunkBufs[call.curChunk]
+		l := int(s.Length)
+		var sge [1]verbs.SGE
+		sge[0] = b.SGE(call.segOff, l)
+		wr := verbs.SendWR{ID: wrRead | uint64(call.rc.idx), Op: verbs.OpRDMARead, SGL: sge[:],
+			Signal: true, RemoteAddr: s.Offset, RKey: s.Handle}
+		if err := c.qp.PostSend(&wr); err != nil {
+			c.sq.put(1)
+			if qe := c.qpErr(); qe != nil {
+				c.fail(qe)
+			} else {
+				c.fail(fmt.Errorf("%w: posting RDMA Read: %v", ErrConnClosed, err))
+			}
+			return
+		}
+		c.readsOut++
+		if int32(c.readsOut) > c.readsPeak.Load() {
+			c.readsPeak.Store(int32(c.readsOut))
+		}
+		call.readsPending++
+		call.segOff += l
+		call.nextSeg++
+		if call.nextSeg == len(reads) {
+			copy(c.readQ, c.readQ[1:])
+			c.readQ = c.readQ[:len(c.readQ)-1]
+		}
+	}
+}
+
+// readDone accounts for a completed RDMA Read. Serve goroutine only.
+func (c *ResponderConn) readDone(call *Call) {
+	c.readsOut--
+	call.readsPending--
+	c.sq.put(1)
+}
+
+// deliver assembles the call's message and hands it to the Handler.
+func (c *ResponderConn) deliver(call *Call) {
+	h := &call.Header
+	m := &call.Msg
+	m.Reset()
+	m.XID = h.XID
+	src, srcBuf := call.inline, (*Buffer)(nil)
+	bufs, lens := call.chunkBufs, call.chunkLens
+	if call.hasPZ {
+		if srcBuf = bufs[0]; srcBuf != nil {
+			src = srcBuf.Bytes[:lens[0]]
+		}
+		bufs, lens = bufs[1:], lens[1:]
+	}
+	prev := 0
+	for j, off := range call.chunkOffs {
+		m.Append(Piece{Data: src[prev:off], Buf: srcBuf})
+		var item []byte
+		if bufs[j] != nil {
+			item = bufs[j].Bytes[:lens[j]]
+		}
+		m.Append(Piece{Data: item, Item: true, Buf: bufs[j]})
+		prev = off
+	}
+	m.Append(Piece{Data: src[prev:], Buf: srcBuf})
+	call.state.Store(callHandler)
+	c.met.CallReceived(call.kind, len(call.inline), call.chunkSum)
+	c.handler.ServeCall(call)
+}
+
+// abortCall releases a call that never reached the handler (teardown).
+func (c *ResponderConn) abortCall(call *Call) {
+	if !call.state.CompareAndSwap(callReading, callDone) {
+		return
+	}
+	call.releaseChunks()
+	c.outstanding.Add(-1)
+	c.repost(call.rc)
+}
+
+// endCall releases what a call holds after Reply or Drop and reposts its
+// receive, which also returns the call's credit.
+func (c *ResponderConn) endCall(call *Call) {
+	call.releaseChunks()
+	call.Msg.Reset()
+	c.outstanding.Add(-1)
+	c.repost(call.rc)
+}

@@ -1,0 +1,552 @@
+package rdmarpc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The reply side of the responder (svc_rdma_sendto.c and the Write half of
+// svc_rdma_rw.c in Linux): pair the reply's DDP-eligible items with the
+// call's Write chunks (RFC 8267 §6.4.1), decide between an inline reply,
+// a Reply chunk and ERR_CHUNK with every size checked before any RDMA
+// Write, and post the Writes and the Send as one chain.
+
+// errCallAnswered is returned by Reply or Drop on a call already answered.
+var errCallAnswered = errors.New("rdmarpc: call already answered or dropped")
+
+// Reasons a reply is replaced by ERR_CHUNK.
+var (
+	errWriteChunkTooSmall = errors.New("reply item larger than its Write chunk")
+	errReplyTooLarge      = errors.New("reply exceeds the inline threshold and the Reply chunk")
+	errTooManyWRs         = errors.New("reply needs more work requests than the send queue holds")
+	errStagingTooLarge    = errors.New("unregistered reply data exceeds the largest pool buffer")
+)
+
+// sendCtxt is one reply (or error answer) in flight: its header buffer,
+// its chain of work requests, and the buffers to release when the Send
+// completes. Its slices grow to the largest reply seen and are reused.
+type sendCtxt struct {
+	idx   int
+	buf   *Buffer // transport header and inline reply; InlineSend bytes
+	hdr   Header
+	wrs   []verbs.SendWR
+	rng   [][2]int // SGL of wrs[i] is sges[rng[i][0]:rng[i][1]]
+	sges  []verbs.SGE
+	src   []verbs.SGE // scratch: the local side of one chunk's Writes
+	bufs  []*Buffer   // released when the Send completes
+	slots int
+}
+
+func (s *sendCtxt) begin() {
+	s.wrs, s.rng, s.sges, s.src = s.wrs[:0], s.rng[:0], s.sges[:0], s.src[:0]
+}
+
+func (s *sendCtxt) releaseBufs() {
+	for i, b := range s.bufs {
+		b.Release()
+		s.bufs[i] = nil
+	}
+	s.bufs = s.bufs[:0]
+}
+
+// own records b to be released when the Send completes, once.
+func (s *sendCtxt) own(b *Buffer) {
+	for _, o := range s.bufs {
+		if o == b {
+			return
+		}
+	}
+	s.bufs = append(s.bufs, b)
+}
+
+// sendLen is the size of the chain's Send (its last request).
+func (s *sendCtxt) sendLen() int {
+	r := s.rng[len(s.rng)-1]
+	n := 0
+	for _, g := range s.sges[r[0]:r[1]] {
+		n += len(g.Buf)
+	}
+	return n
+}
+
+func (s *sendCtxt) addWR(id uint64, op verbs.Opcode, start int, raddr uint64, rkey uint32) {
+	s.wrs = append(s.wrs, verbs.SendWR{ID: id, Op: op, RemoteAddr: raddr, RKey: rkey})
+	s.rng = append(s.rng, [2]int{start, len(s.sges)})
+}
+
+// link sets each request's SGL and chains them; done last because the
+// slices may move while they grow.
+func (s *sendCtxt) link() {
+	for i := range s.wrs {
+		s.wrs[i].SGL = s.sges[s.rng[i][0]:s.rng[i][1]]
+		s.wrs[i].Next = nil
+		if i > 0 {
+			s.wrs[i-1].Next = &s.wrs[i]
+		}
+	}
+	s.slots = len(s.wrs)
+}
+
+// appendWrites emits RDMA Writes that move src, in order, into the
+// segments of room, filling each segment before the next, at most maxSGE
+// local elements per request. out (the reply header's copy of the chunk)
+// gets each segment's Length set to the bytes written into it; unused
+// segments stay at zero, as the reply must return them.
+func (s *sendCtxt) appendWrites(src []verbs.SGE, room, out WriteChunk, maxSGE int) {
+	si, so := 0, 0
+	for k := range room {
+		left := int(room[k].Length)
+		remote := room[k].Offset
+		for left > 0 && si < len(src) {
+			start, n := len(s.sges), 0
+			for left > 0 && si < len(src) && len(s.sges)-start < maxSGE {
+				take := min(len(src[si].Buf)-so, left)
+				s.sges = append(s.sges, verbs.SGE{Buf: src[si].Buf[so : so+take], LKey: src[si].LKey})
+				so += take
+				left -= take
+				n += take
+				if so == len(src[si].Buf) {
+					si, so = si+1, 0
+				}
+			}
+			s.addWR(wrWrite|uint64(s.idx), verbs.OpRDMAWrite, start, remote, room[k].Handle)
+			remote += uint64(n)
+			out[k].Length += uint32(n)
+		}
+	}
+}
+
+// getSend takes a free send context, waiting while all are in flight.
+// nil when the connection has ended.
+func (c *ResponderConn) getSend(wait bool) *sendCtxt {
+	for {
+		c.sendMu.Lock()
+		if c.sendClosed {
+			c.sendMu.Unlock()
+			return nil
+		}
+		if n := len(c.sendFree); n > 0 {
+			s := c.sendFree[n-1]
+			c.sendFree = c.sendFree[:n-1]
+			more := n > 1
+			c.sendMu.Unlock()
+			if more {
+				c.sendWake.signal()
+			}
+			if s.buf == nil {
+				b, err := c.pool.Get(c.sendMax)
+				if err != nil {
+					c.putSend(s)
+					return nil
+				}
+				s.buf = b
+			}
+			s.begin()
+			return s
+		}
+		c.sendMu.Unlock()
+		if !wait {
+			return nil
+		}
+		select {
+		case <-c.sendWake:
+		case <-c.dead:
+			return nil
+		}
+	}
+}
+
+func (c *ResponderConn) putSend(s *sendCtxt) {
+	s.releaseBufs()
+	c.sendMu.Lock()
+	if c.sendClosed && s.buf != nil {
+		s.buf.Release()
+		s.buf = nil
+	}
+	c.sendFree = append(c.sendFree, s)
+	c.sendMu.Unlock()
+	c.sendWake.signal()
+}
+
+// sendDone retires a chain whose Send completed (or flushed): its
+// unsignaled Writes are complete too, so its slots and every buffer it
+// used go back. Serve goroutine.
+func (c *ResponderConn) sendDone(s *sendCtxt) {
+	c.sq.put(s.slots)
+	s.slots = 0
+	c.inFlight.Add(-1)
+	c.putSend(s)
+}
+
+// post posts a built chain. The RDMA Writes come first and the Send last
+// on one reliable-connected queue pair: RC ordering makes the Writes'
+// data visible at the requester before the Send is delivered (as Linux
+// svcrdma relies on), so only the Send is signaled, and the buffers the
+// Writes read from are released when the Send completes.
+func (c *ResponderConn) post(s *sendCtxt) error {
+	s.link()
+	c.inFlight.Add(1)
+	if err := c.qp.PostSend(&s.wrs[0]); err != nil {
+		c.inFlight.Add(-1)
+		c.sq.put(s.slots)
+		s.slots = 0
+		c.putSend(s)
+		if qe := c.qpErr(); qe != nil {
+			err = qe
+		} else {
+			err = fmt.Errorf("%w: posting reply: %v", ErrConnClosed, err)
+		}
+		c.fail(err)
+		return err
+	}
+	return nil
+}
+
+// answerError sends RDMA_ERROR for a message in receive r and reposts the
+// receive. Serve goroutine: it never waits, so without a free send
+// context or send-queue slot the answer is dropped and counted.
+func (c *ResponderConn) answerError(r *recvCtxt, code ErrorCode, xid, vers, credit uint32) {
+	s := c.getSend(false)
+	if s == nil || !c.sq.tryTake(1) {
+		if s != nil {
+			c.putSend(s)
+		}
+		c.met.Dropped(DropNoResources)
+		c.log.Warn("RDMA_ERROR answer dropped: send queue full", "peer", c.RemoteAddr(), "xid", xid)
+		c.repost(r)
+		return
+	}
+	c.repost(r)
+	c.buildError(s, code, xid, vers, credit)
+	sent := s.sendLen()
+	if c.post(s) == nil {
+		c.met.ErrorSent(code)
+		c.met.ReplySent(ReplyError, sent, 0)
+	}
+}
+
+// buildError makes s an RDMA_ERROR answer: ERR_VERS with low = high = 1
+// echoing the XID and version, or ERR_CHUNK.
+func (c *ResponderConn) buildError(s *sendCtxt, code ErrorCode, xid, vers, credit uint32) {
+	s.begin()
+	var n int
+	if code == ErrCodeVers {
+		n, _ = EncodeErrVers(s.buf.Bytes, xid, vers, credit, Version, Version)
+	} else {
+		n, _ = EncodeErrChunk(s.buf.Bytes, xid, Version, credit)
+	}
+	s.sges = append(s.sges, s.buf.SGE(0, n))
+	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, 0, 0, 0)
+	s.wrs[0].Signal = true
+	s.slots = 1
+}
+
+// Reply sends msg as the reply to the call. Item pieces pair in order
+// with the call's Write chunks (RFC 8267 §6.4.1): the k-th item goes into
+// the k-th Write chunk, without XDR pad; an item whose chunk is absent or
+// offers no room goes inline; a chunk the reply has no item for is
+// returned with zero length. The rest of the reply goes inline when it
+// fits the inline threshold, else into the Reply chunk with RDMA_NOMSG;
+// when neither fits, or an item is larger than its Write chunk, the
+// requester gets RDMA_ERROR / ERR_CHUNK instead. All of that is decided
+// before any RDMA Write is posted.
+//
+// Reply takes ownership of msg's Buffers: they are released after the
+// Send completes. Replying with the call's own Msg hands its Read chunk
+// buffers over; a different message that points into the call's buffers
+// must hold its own reference (Buffer.Ref). Pieces without a Buffer are
+// copied (inline content into the Send buffer; DDP items and Reply chunk
+// content into a staging pool buffer).
+//
+// Reply returns an error only when the reply could not be queued because
+// the connection has ended (or the call was already answered); the call's
+// resources are released either way.
+func (call *Call) Reply(msg *Message) error {
+	c := call.conn
+	if !call.state.CompareAndSwap(callHandler, callDone) {
+		return errCallAnswered
+	}
+	s := c.getSend(true)
+	if s == nil {
+		c.disown(call, msg)
+		c.endCall(call)
+		if c.isDead() {
+			return c.closedErr()
+		}
+		c.met.Dropped(DropNoResources)
+		return fmt.Errorf("rdmarpc: reply to xid 0x%08x: no registered buffer for the reply header: %w", call.Header.XID, ErrPoolExhausted)
+	}
+	kind, written, err := c.buildReply(s, call, msg)
+	if err != nil {
+		c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
+		c.buildError(s, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
+		kind, written = ReplyError, 0
+	}
+	if !c.sq.take(s.slots, c.dead) {
+		c.putSend(s)
+		c.endCall(call)
+		return c.closedErr()
+	}
+	// The receive goes back before the reply leaves, so the requester,
+	// which may send its next call as soon as it sees this reply, always
+	// finds one posted.
+	c.endCall(call)
+	sent := s.sendLen() // s may be recycled as soon as it is posted
+	if err := c.post(s); err != nil {
+		return err
+	}
+	if kind == ReplyError {
+		c.met.ErrorSent(ErrCodeChunk)
+	}
+	c.met.ReplySent(kind, sent, written)
+	return nil
+}
+
+// Drop ends the call without a reply (the backend gave up on it, say):
+// the call's buffers and credit are released. The requester's RPC layer
+// will time out and retransmit.
+func (call *Call) Drop() {
+	if call.state.CompareAndSwap(callHandler, callDone) {
+		call.conn.endCall(call)
+	}
+}
+
+// disown releases msg's buffers when no reply will carry them.
+func (c *ResponderConn) disown(call *Call, msg *Message) {
+	if msg == &call.Msg {
+		return // the call's own buffers: endCall releases them
+	}
+	msg.ReleaseBuffers()
+}
+
+func (c *ResponderConn) closedErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrConnClosed
+}
+
+// takeOwnership moves the references msg holds into s.
+func (s *sendCtxt) takeOwnership(call *Call, msg *Message) {
+	if msg == &call.Msg {
+		for i, b := range call.chunkBufs {
+			if b != nil {
+				s.own(b)
+			}
+			call.chunkBufs[i] = nil
+		}
+		call.chunkBufs = call.chunkBufs[:0]
+		return
+	}
+	for i := range msg.Pieces {
+		if b := msg.Pieces[i].Buf; b != nil {
+			s.own(b)
+		}
+	}
+}
+
+// buildReply fills s with the reply's chain. It returns the reply kind and
+// the bytes RDMA-written, or an error that calls for ERR_CHUNK; s owns
+// msg's buffers either way.
+func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (ReplyKind, int, error) {
+	ch := &call.Header
+	s.takeOwnership(call, msg)
+	h := &s.hdr
+	h.Init(ch.XID, c.grantFor(ch.Credit), ProcMsg)
+	for k := range ch.Writes {
+		h.AppendWriteChunk(ch.Writes[k]...)
+		for i := range h.Writes[k] {
+			h.Writes[k][i].Length = 0
+		}
+	}
+
+	// Pairing and sizes, before anything is built.
+	inlineLen, staging, item := 0, 0, 0
+	for i := range msg.Pieces {
+		p := &msg.Pieces[i]
+		if !p.Item {
+			inlineLen += len(p.Data)
+			if p.Buf == nil {
+				staging += len(p.Data)
+			}
+			continue
+		}
+		k := item
+		item++
+		if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
+			if uint64(len(p.Data)) > ch.Writes[k].Len() {
+				return 0, 0, fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
+					errWriteChunkTooSmall, k, len(p.Data), k, ch.Writes[k].Len())
+			}
+			if p.Buf == nil {
+				staging += len(p.Data)
+			}
+			continue
+		}
+		inlineLen += len(p.Data) + padLen(len(p.Data))
+		staging += len(p.Data) + padLen(len(p.Data))
+	}
+	useReply := false
+	if h.EncodedLen()+inlineLen > c.sendMax {
+		if !ch.HasReply || ch.Reply.Len() < uint64(inlineLen) {
+			return 0, 0, fmt.Errorf("%w: %d bytes inline, threshold %d, Reply chunk %d",
+				errReplyTooLarge, inlineLen, c.sendMax, ch.Reply.Len())
+		}
+		h.Proc = ProcNoMsg
+		h.SetReplyChunk(ch.Reply...)
+		for i := range h.Reply {
+			h.Reply[i].Length = 0
+		}
+		if h.EncodedLen() > c.sendMax {
+			return 0, 0, fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, h.EncodedLen())
+		}
+		useReply = true
+	}
+	if !useReply {
+		staging = 0 // inline content is copied into the Send buffer
+		for i := range msg.Pieces {
+			if p := &msg.Pieces[i]; p.Item && p.Buf == nil {
+				staging += len(p.Data) // only DDP items among these need it
+			}
+		}
+	}
+	var stage *Buffer
+	if staging > 0 {
+		if staging > c.pool.MaxSize() {
+			return 0, 0, errStagingTooLarge
+		}
+		b, err := c.pool.Get(staging)
+		if err != nil {
+			return 0, 0, fmt.Errorf("staging buffer: %w", err)
+		}
+		stage = b
+		s.own(b)
+	}
+	st := stager{b: stage}
+
+	// RDMA Writes for the items that go into Write chunks.
+	written := 0
+	item = 0
+	for i := range msg.Pieces {
+		p := &msg.Pieces[i]
+		if !p.Item {
+			continue
+		}
+		k := item
+		item++
+		if k >= len(ch.Writes) || ch.Writes[k].Len() == 0 || len(p.Data) == 0 {
+			continue
+		}
+		s.src = append(s.src[:0], st.sge(p))
+		s.appendWrites(s.src, ch.Writes[k], h.Writes[k], c.maxSGE)
+		written += len(p.Data)
+	}
+	hlen := h.EncodedLen()
+	sendLen := hlen
+	if useReply {
+		// The rest of the reply, DDP'd items left out (their length words
+		// stay), gathered from registered pieces and the staging buffer.
+		s.src = s.src[:0]
+		item = 0
+		for i := range msg.Pieces {
+			p := &msg.Pieces[i]
+			if p.Item {
+				k := item
+				item++
+				if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
+					continue
+				}
+			}
+			s.src = st.appendSGEs(s.src, p)
+		}
+		s.appendWrites(s.src, ch.Reply, h.Reply, c.maxSGE)
+		written += inlineLen
+	}
+	if len(s.wrs)+1 > c.sqDepth {
+		return 0, 0, errTooManyWRs
+	}
+	if _, err := h.Encode(s.buf.Bytes[:hlen]); err != nil {
+		return 0, 0, err
+	}
+	if !useReply {
+		off := hlen
+		item = 0
+		for i := range msg.Pieces {
+			p := &msg.Pieces[i]
+			if p.Item {
+				k := item
+				item++
+				if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
+					continue
+				}
+				off += copy(s.buf.Bytes[off:], p.Data)
+				n := padLen(len(p.Data))
+				clear(s.buf.Bytes[off : off+n])
+				off += n
+				continue
+			}
+			off += copy(s.buf.Bytes[off:], p.Data)
+		}
+		sendLen = off
+	}
+	start := len(s.sges)
+	s.sges = append(s.sges, s.buf.SGE(0, sendLen))
+	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, start, 0, 0)
+	s.wrs[len(s.wrs)-1].Signal = true
+	s.slots = len(s.wrs)
+	if useReply {
+		return ReplyReplyChunk, written, nil
+	}
+	return ReplyInline, written, nil
+}
+
+// stager hands out local scatter/gather elements for reply pieces:
+// registered pieces as they are, the rest copied into one staging buffer
+// (consecutive copies coalesce into one element).
+type stager struct {
+	b   *Buffer
+	off int
+}
+
+func (st *stager) sge(p *Piece) verbs.SGE {
+	if p.Buf != nil {
+		return verbs.SGE{Buf: p.Data, LKey: p.Buf.LKey()}
+	}
+	start := st.off
+	st.off += copy(st.b.Bytes[st.off:], p.Data)
+	return st.b.SGE(start, st.off-start)
+}
+
+// appendSGEs appends p (and, for an inline item, its XDR pad).
+func (st *stager) appendSGEs(dst []verbs.SGE, p *Piece) []verbs.SGE {
+	if len(p.Data) > 0 {
+		if p.Buf != nil {
+			dst = append(dst, verbs.SGE{Buf: p.Data, LKey: p.Buf.LKey()})
+		} else {
+			dst = st.appendCopy(dst, p.Data)
+		}
+	}
+	if p.Item {
+		if n := padLen(len(p.Data)); n > 0 {
+			dst = st.appendCopy(dst, zeroPad[:n])
+		}
+	}
+	return dst
+}
+
+func (st *stager) appendCopy(dst []verbs.SGE, b []byte) []verbs.SGE {
+	start := st.off
+	st.off += copy(st.b.Bytes[st.off:], b)
+	if n := len(dst); n > 0 && st.off > start {
+		last := &dst[n-1]
+		// Extend the previous element when it ends where this copy began.
+		if last.LKey == st.b.LKey() && len(last.Buf) > 0 && start > 0 &&
+			&last.Buf[len(last.Buf)-1] == &st.b.Bytes[start-1] {
+			last.Buf = st.b.Bytes[start-len(last.Buf) : st.off]
+			return dst
+		}
+	}
+	return append(dst, st.b.SGE(start, st.off-start))
+}

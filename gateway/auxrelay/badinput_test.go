@@ -35,7 +35,9 @@ func TestBadInput(t *testing.T) {
 		check("NLM1 TEST short lock", buildCall(7, progNLM, 1, nlmTest, nlm4TestArgs("c", true, nlmOwner{"x", nil, 1}, nil, 0, 0)[:30]), accept(tcprpc.GarbageArgs))
 		bad := buildCall(8, progNLM, 4, 0, nil)
 		bad[8+3] = 3 // rpcvers 3
-		check("rpcvers 3", bad, func(h tcprpc.ReplyHeader) bool { return h.Stat == tcprpc.MsgDenied && h.RejectStat == tcprpc.RPCMismatch })
+		check("rpcvers 3", bad, func(h tcprpc.ReplyHeader) bool {
+			return h.Stat == tcprpc.MsgDenied && h.RejectStat == tcprpc.RPCMismatch
+		})
 		check("cred too long", append(buildCall(9, progNLM, 4, 0, nil)[:24], 0, 0, 0, 1, 0, 0, 2, 0), accept(tcprpc.GarbageArgs))
 		check("rpcbind GETPORT short", buildCall(10, progRPCBind, 2, 3, []byte{0, 0}), accept(tcprpc.GarbageArgs))
 		check("rpcbind GETADDR netid too long", buildCall(11, progRPCBind, 4, 3, []byte{0, 0, 0, 1, 0, 0, 0, 1, 0x7f, 0, 0, 0}), accept(tcprpc.GarbageArgs))

@@ -46,7 +46,7 @@ func TestRPCBindAnswersRelayPorts(t *testing.T) {
 		c.mustSucceed(t, progRPCBind, 2, 0, nil)
 		for _, q := range []struct {
 			prog, vers, prot uint32
-			want              uint16
+			want             uint16
 		}{
 			{progMount, 3, ipprotoTCP, mount}, {progMount, 1, ipprotoUDP, mount},
 			{progNLM, 4, ipprotoTCP, nlm}, {progNLM, 1, ipprotoUDP, nlm},

@@ -18,31 +18,42 @@ import (
 // from DefaultConfig, so a field left out of the file keeps its default,
 // and they refuse unknown fields and invalid values.
 type Config struct {
-	// Mode is "forward" (RDMA clients → TCP server). "reverse" is
-	// reserved for the other direction and not served yet.
+	// Mode is "forward" (RDMA clients → TCP server) or "reverse" (TCP
+	// clients → RDMA server). The defaults of the listen and backend
+	// ports follow it (configs/forward.yaml, configs/reverse.yaml).
 	Mode    string        `yaml:"mode"`
 	Listen  ListenConfig  `yaml:"listen"`
 	Backend BackendConfig `yaml:"backend"`
 	RDMA    RDMAConfig    `yaml:"rdma"`
+	Reverse ReverseConfig `yaml:"reverse"`
 	Pool    PoolConfig    `yaml:"pool"`
 	Metrics MetricsConfig `yaml:"metrics"`
 	Log     LogConfig     `yaml:"log"`
 }
 
-// ListenConfig is where RDMA clients connect.
+// ListenConfig is where clients connect: RDMA clients in forward mode,
+// TCP clients in reverse mode.
 type ListenConfig struct {
 	Address  string `yaml:"address"`  // IP to listen on ("0.0.0.0" = all)
-	Port     int    `yaml:"port"`     // 20049 is the NFS/RDMA port
-	Provider string `yaml:"provider"` // verbs provider: "iwarp" or "ibverbs"
+	Port     int    `yaml:"port"`     // 20049 (NFS/RDMA) forward, 2049 (NFS/TCP) reverse
+	Provider string `yaml:"provider"` // forward: verbs provider, "iwarp" or "ibverbs"
 	// AllowedNetworks lists the CIDRs clients may connect from; empty
 	// allows everyone. Other connection requests are rejected and counted.
 	AllowedNetworks []string `yaml:"allowed_networks"`
 }
 
-// BackendConfig is the NFS server the gateway forwards to over TCP.
+// BackendConfig is the NFS server the gateway forwards to: over TCP in
+// forward mode, over RPC-over-RDMA in reverse mode.
 type BackendConfig struct {
-	Address        string        `yaml:"address"`
-	Port           int           `yaml:"port"`
+	Address string `yaml:"address"`
+	Port    int    `yaml:"port"`
+	// Provider (reverse mode) is the verbs provider of the RDMA side:
+	// "iwarp" (pure Go) or "ibverbs".
+	Provider string `yaml:"provider"`
+	// LocalAddress (reverse mode) is the local IP on the RDMA fabric; it
+	// picks the RDMA device ("0.0.0.0": any, enough for iwarp; ibverbs
+	// needs the IP of the RDMA interface).
+	LocalAddress   string        `yaml:"local_address"`
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// ConnectionPolicy: "per_client" opens one backend connection per
 	// RDMA client connection (XIDs pass through unchanged).
@@ -53,8 +64,29 @@ type BackendConfig struct {
 	ReconnectInitial   time.Duration `yaml:"reconnect_backoff_initial"`
 	ReconnectMax       time.Duration `yaml:"reconnect_backoff_max"`
 	GiveUpAfter        time.Duration `yaml:"give_up_after"`
-	// MaxReplyBytes bounds one reply record from the server.
+	// MaxReplyBytes bounds one reply record from the server (forward).
 	MaxReplyBytes ByteSize `yaml:"max_reply_bytes"`
+}
+
+// ReverseConfig tunes reverse mode (TCP clients → RDMA server).
+type ReverseConfig struct {
+	// MaxCallsPerClient bounds the calls one TCP client may have at the
+	// server at once; while it has that many, its socket is not read
+	// (back-pressure instead of an unbounded queue).
+	MaxCallsPerClient int `yaml:"max_calls_per_client"`
+	// PingInterval is how often an idle RDMA connection is checked with
+	// a NULL call on the reserve credit (RFC 8267 §6.7.2); 0 turns the
+	// pings off.
+	PingInterval time.Duration `yaml:"ping_interval"`
+	// PingTimeout is how long a ping may go unanswered before the server
+	// is presumed dead and the connection re-established.
+	PingTimeout time.Duration `yaml:"ping_timeout"`
+	// ReplyChunkRetries bounds the short Reply chunk retries of one call
+	// (RFC 8267 §3.1), for the calls whose reply size cannot be bounded.
+	ReplyChunkRetries int `yaml:"reply_chunk_retries"`
+	// MaxCallBytes bounds one call record from a TCP client; a larger
+	// one ends the client's connection.
+	MaxCallBytes ByteSize `yaml:"max_call_bytes"`
 }
 
 // RDMAConfig tunes the RPC-over-RDMA responder.
@@ -97,6 +129,12 @@ type LogConfig struct {
 const (
 	DefaultListenPort     = 20049
 	DefaultBackendPort    = 2049
+	DefaultReverseListen  = 2049  // NFS over TCP
+	DefaultReverseBackend = 20049 // NFS over RDMA
+	DefaultCallsPerClient = 64
+	DefaultPingInterval   = 10 * time.Second
+	DefaultPingTimeout    = 5 * time.Second
+	DefaultChunkRetries   = 2
 	DefaultMetricsListen  = "127.0.0.1:9464"
 	DefaultCredits        = 128
 	DefaultInline         = 4096
@@ -109,7 +147,20 @@ const (
 	PolicyPerClient       = "per_client"
 )
 
-// DefaultConfig returns the configuration with every default filled in.
+// DefaultConfigFor returns the defaults of mode ("forward" or "reverse"):
+// they differ in the listen and backend ports.
+func DefaultConfigFor(mode string) Config {
+	c := DefaultConfig()
+	c.Mode = mode
+	if mode == "reverse" {
+		c.Listen.Port = DefaultReverseListen
+		c.Backend.Port = DefaultReverseBackend
+	}
+	return c
+}
+
+// DefaultConfig returns the forward configuration with every default
+// filled in.
 func DefaultConfig() Config {
 	lim := rdmarpc.DefaultLimits()
 	classes := make([]ByteSize, len(rdmarpc.DefaultClasses))
@@ -126,6 +177,8 @@ func DefaultConfig() Config {
 		Backend: BackendConfig{
 			Address:          "127.0.0.1",
 			Port:             DefaultBackendPort,
+			Provider:         "iwarp",
+			LocalAddress:     "0.0.0.0",
 			ConnectTimeout:   DefaultConnectTimeout,
 			ConnectionPolicy: PolicyPerClient,
 			ReconnectInitial: DefaultReconnectInit,
@@ -145,6 +198,13 @@ func DefaultConfig() Config {
 				MaxSegmentsPerChunk: lim.MaxSegmentsPerChunk,
 				MaxChunkBytes:       ByteSize(lim.MaxChunkBytes),
 			},
+		},
+		Reverse: ReverseConfig{
+			MaxCallsPerClient: DefaultCallsPerClient,
+			PingInterval:      DefaultPingInterval,
+			PingTimeout:       DefaultPingTimeout,
+			ReplyChunkRetries: DefaultChunkRetries,
+			MaxCallBytes:      ByteSize(defaultMaxReply),
 		},
 		Pool: PoolConfig{
 			MaxBytes:  DefaultPoolMaxBytes,
@@ -173,10 +233,19 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig decodes YAML over the defaults, strictly (an unknown field
-// is an error naming it and its line), and validates the result.
+// ParseConfig decodes YAML over the defaults of the mode it names,
+// strictly (an unknown field is an error naming it and its line), and
+// validates the result.
 func ParseConfig(b []byte) (*Config, error) {
+	// The mode first: the port defaults depend on it.
+	var m struct {
+		Mode string `yaml:"mode"`
+	}
+	_ = yaml.Unmarshal(b, &m) // a broken document fails below, with its line
 	cfg := DefaultConfig()
+	if m.Mode == "reverse" {
+		cfg = DefaultConfigFor(m.Mode)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {

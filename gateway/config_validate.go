@@ -28,11 +28,9 @@ func (c *Config) Validate() error {
 	}
 
 	switch c.Mode {
-	case "forward":
-	case "reverse":
-		bad("mode", `"reverse" is not implemented yet; use "forward"`)
+	case "forward", "reverse":
 	default:
-		bad("mode", `must be "forward" (got %q)`, c.Mode)
+		bad("mode", `must be "forward" or "reverse" (got %q)`, c.Mode)
 	}
 
 	if net.ParseIP(c.Listen.Address) == nil {
@@ -46,6 +44,9 @@ func (c *Config) Validate() error {
 	case "iwarp", "ibverbs":
 	default:
 		bad("listen.provider", `must be "iwarp" or "ibverbs" (got %q)`, c.Listen.Provider)
+	}
+	if c.Mode == "reverse" {
+		c.validateReverse(bad)
 	}
 	for i, n := range c.Listen.AllowedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {

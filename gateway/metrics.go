@@ -23,6 +23,9 @@ import (
 // use and, once a label combination has been seen, allocation-free.
 type Metrics struct {
 	Registry *prometheus.Registry
+	mode     string
+	f        factory // registers with the mode label (reverse_metrics.go)
+	bytes    *prometheus.CounterVec
 
 	connsCurrent  prometheus.Gauge
 	connsTotal    prometheus.Counter
@@ -108,12 +111,20 @@ const (
 	pathLongCall   = "long_call"
 )
 
-// NewMetrics creates the metrics and registers them, with the Go runtime
-// and process collectors, on a new registry.
-func NewMetrics() *Metrics {
+// NewMetrics creates the forward gateway's metrics (NewMetricsFor).
+func NewMetrics() *Metrics { return NewMetricsFor("forward") }
+
+// NewMetricsFor creates the metrics of a gateway in mode ("forward" or
+// "reverse") and registers them, with the Go runtime and process
+// collectors, on a new registry. Every rdmagw_ series carries the
+// constant label mode, so one Prometheus can scrape gateways of both
+// kinds and tell them apart. In reverse mode "clients" are TCP clients
+// and the "backend" is the RDMA server.
+func NewMetricsFor(mode string) *Metrics {
 	reg := prometheus.NewRegistry()
-	m := &Metrics{Registry: reg, procStats: make(map[procKey]*procCounters)}
-	f := factory{reg}
+	m := &Metrics{Registry: reg, mode: mode, procStats: make(map[procKey]*procCounters)}
+	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"mode": mode}, reg)}
+	m.f = f
 
 	m.connsCurrent = f.gauge("rdmagw_connections", "RDMA client connections open now.")
 	m.connsTotal = f.counter("rdmagw_connections_total", "RDMA client connections accepted.")
@@ -127,7 +138,8 @@ func NewMetrics() *Metrics {
 	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure and RPC status.", "program", "version", "procedure", "status")
 
 	bytes := f.counterVec("rdmagw_bytes_total",
-		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads pulled by RDMA Read), write_chunk (READ payloads pushed by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls pulled from a Position-Zero Read chunk); direction in = from clients, out = to clients.", "path", "direction")
+		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads moved by RDMA Read), write_chunk (READ payloads moved by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls moved through a Position-Zero Read chunk); direction in = towards the gateway, out = away from it (forward: from/to the RDMA clients; reverse: from/to the RDMA server).", "path", "direction")
+	m.bytes = bytes
 	m.bytesInline = bytes.WithLabelValues(pathInline, "in")
 	m.bytesInlineOut = bytes.WithLabelValues(pathInline, "out")
 	m.bytesReadChunk = bytes.WithLabelValues(pathReadChunk, "in")
@@ -147,8 +159,8 @@ func NewMetrics() *Metrics {
 	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
 	m.engineDrops = f.counterVec("rdmagw_rdma_messages_dropped_total", "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 
-	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply.")
-	m.callLatency = f.histogram("rdmagw_call_latency_seconds", "Time from a complete call received over RDMA (Read chunks pulled) to its reply handed to the RDMA engine.")
+	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
+	m.callLatency = f.histogram("rdmagw_call_latency_seconds", "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
 	m.reconnects = f.counter("rdmagw_backend_reconnects_total", "Backend TCP connections re-established after a failure.")
 	m.giveUps = f.counter("rdmagw_backend_give_ups_total", "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
 	m.unknownXID = f.counter("rdmagw_backend_unknown_xid_replies_total", "Backend replies dropped because their XID matched no outstanding call.")
@@ -163,7 +175,7 @@ func NewMetrics() *Metrics {
 
 // RegisterPool exports the pool's usage.
 func (m *Metrics) RegisterPool(p *rdmarpc.Pool) {
-	m.Registry.MustRegister(
+	m.f.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_in_use", Help: "Registered buffer bytes handed out and not yet returned."},
 			func() float64 { return float64(p.InUse()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_registered", Help: "Registered buffer bytes mapped (grows with demand up to pool.max_bytes)."},
@@ -319,7 +331,7 @@ func closeReason(serveErr error, giveUp, shutdown bool) string {
 }
 
 // factory registers metrics on one registry.
-type factory struct{ reg *prometheus.Registry }
+type factory struct{ reg prometheus.Registerer }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/version"
 
@@ -50,13 +52,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	log.Info("starting", "version", version.String(), "config", *path, "mode", cfg.Mode)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fw, err := gateway.NewForward(cfg, log)
+	gw, err := startGateway(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return 1
 	}
-	serveErr := fw.Serve(ctx)
-	if err := fw.Close(); err != nil {
+	serveErr := gw.Serve(ctx)
+	if err := gw.Close(); err != nil {
 		log.Warn("shutdown", "error", err)
 	}
 	if serveErr != nil {
@@ -65,4 +67,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// gatewayRunner is what serve runs: a forward or a reverse gateway.
+type gatewayRunner interface {
+	Serve(ctx context.Context) error
+	Close() error
+}
+
+// startGateway builds the gateway of cfg.Mode.
+func startGateway(cfg *gateway.Config, log hclog.Logger) (gatewayRunner, error) {
+	if cfg.Mode == "reverse" {
+		return gateway.NewReverse(cfg, log)
+	}
+	return gateway.NewForward(cfg, log)
 }

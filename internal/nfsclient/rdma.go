@@ -130,18 +130,13 @@ func (t *RDMA) planReply(plan *rdmarpc.ReplyPlan, rooms []int, prog, vers, proc 
 		plan.ReplyChunk = t.conn.Pool().MaxSize()
 		return
 	}
-	for k := range est.NItems {
-		rooms = append(rooms, est.ItemMax[k])
-	}
-	plan.WriteChunks = rooms
-	if est.Inline > t.inlineRecv || est.Unpredictable {
-		plan.ReplyChunk = min(max(est.Inline, t.inlineRecv*2), t.conn.Pool().MaxSize())
-	}
+	plan.WriteChunks = est.WriteRooms(rooms)
+	plan.ReplyChunk = est.ReplyChunkRoom(t.inlineRecv, t.conn.Pool().MaxSize())
 }
 
 // spliceReply rebuilds the reply as it would be on a byte stream: every
 // item whose body went to a Write chunk gets that body (and its XDR pad)
-// back after its length word.
+// back after its length word (ulb.AppendSplicedReply).
 func spliceReply(res *rdmarpc.Result, plan *rdmarpc.ReplyPlan, prog, vers, proc uint32) ([]byte, error) {
 	in := res.Inline
 	var h tcprpc.ReplyHeader
@@ -162,38 +157,13 @@ func spliceReply(res *rdmarpc.Result, plan *rdmarpc.ReplyPlan, prog, vers, proc 
 	if err := w.Reset(ulb.Reply, prog, vers, proc); err != nil {
 		return append(out, in[n:]...), nil
 	}
-	b := in[n:]
-	for {
-		st, err := w.Next(b)
-		if err != nil {
-			return nil, fmt.Errorf("nfsclient: reply does not walk: %w", err)
-		}
-		switch st.Kind {
-		case ulb.StepDone:
-			return append(out, b...), nil
-		case ulb.StepNeedMore:
-			return nil, fmt.Errorf("nfsclient: reply truncated (need %d bytes)", st.Need)
-		}
-		it := st.Item
-		k := it.Index
-		inChunk := k < len(plan.WriteChunks) && plan.WriteChunks[k] > 0 && k < len(res.Chunks) &&
-			(len(res.Chunks[k]) > 0 || it.Length == 0)
-		if !inChunk { // the body is inline
-			end := it.Offset + it.Length + it.Pad
-			if end > len(b) {
-				return nil, fmt.Errorf("nfsclient: reply item %d of %d bytes is neither inline nor in a Write chunk", k, it.Length)
-			}
-			out = append(out, b[:end]...)
-			b = b[end:]
-			continue
-		}
-		data := res.Chunks[k]
-		if len(data) != it.Length {
-			return nil, fmt.Errorf("nfsclient: Write chunk %d holds %d bytes, the reply says %d", k, len(data), it.Length)
-		}
-		out = append(out, b[:it.Offset]...)
-		out = append(out, data...)
-		out = append(out, make([]byte, it.Pad)...)
-		b = b[it.Offset:]
+	var store [2*ulb.MaxItems + 1][]byte
+	vec, err := ulb.AppendSplicedReply(store[:0], &w, in[n:], res.Chunks, plan.WriteChunks)
+	if err != nil {
+		return nil, fmt.Errorf("nfsclient: %w", err)
 	}
+	for _, v := range vec {
+		out = append(out, v...)
+	}
+	return out, nil
 }

@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Reverse is the reverse gateway: it accepts NFS clients over TCP and
+// bridges each to its own RPC-over-RDMA connection to the NFS server,
+// as the requester (connection_policy per_client: XIDs pass through).
+// Per call it moves WRITE/SYMLINK payloads into registered memory
+// straight from the socket and offers them as Read chunks, offers Write
+// chunks for READ/READLINK results and a Reply chunk when the reply may
+// not fit inline, and splices the chunk data back into the TCP reply
+// without copying it (reverse_call.go, reverse_reply.go). Create it with
+// NewReverse, run it with Serve, release it with Close.
+type Reverse struct {
+	cfg     *Config
+	log     hclog.Logger
+	met     *reverseMetrics
+	dev     verbs.Device
+	pd      verbs.PD
+	pool    *rdmarpc.Pool
+	ln      *net.TCPListener
+	allowed []netip.Prefix
+	backend string
+	metrics *metricsServer
+
+	wg sync.WaitGroup // client sessions
+}
+
+// NewReverse opens the RDMA provider's device, registers the buffer pool,
+// listens for TCP clients and, if configured, serves /metrics. cfg must
+// be a validated reverse configuration.
+func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode != "reverse" {
+		return nil, &FieldError{Field: "mode", Reason: `NewReverse needs mode "reverse"`}
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	r := &Reverse{cfg: cfg, log: log, met: newReverseMetrics(),
+		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
+	for _, n := range cfg.Listen.AllowedNetworks {
+		r.allowed = append(r.allowed, netip.MustParsePrefix(n).Masked())
+	}
+	if err := r.open(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reverse) open() error {
+	cfg := r.cfg
+	prov, err := verbs.Lookup(cfg.Backend.Provider)
+	if err != nil {
+		return fmt.Errorf("backend.provider: %w", err)
+	}
+	if r.dev, err = prov.Open(cfg.Backend.LocalAddress); err != nil {
+		return fmt.Errorf("open %s device for %s: %w", cfg.Backend.Provider, cfg.Backend.LocalAddress, err)
+	}
+	if r.pd, err = r.dev.AllocPD(); err != nil {
+		return fmt.Errorf("allocate protection domain: %w", err)
+	}
+	r.pool, err = rdmarpc.NewPool(r.pd, rdmarpc.PoolConfig{
+		MaxBytes:  int(cfg.Pool.MaxBytes),
+		SlabBytes: int(cfg.Pool.SlabBytes),
+		Classes:   cfg.PoolClasses(),
+	})
+	if err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	r.met.RegisterPool(r.pool)
+	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen for TCP clients on %s: %w", listen, err)
+	}
+	r.ln = ln.(*net.TCPListener)
+	if cfg.Metrics.Listen != "" {
+		if r.metrics, err = startMetricsServer(cfg.Metrics.Listen, r.met.Metrics, r.log); err != nil {
+			return err
+		}
+	}
+	metricsURL := "off"
+	if r.metrics != nil {
+		metricsURL = "http://" + r.metrics.addr().String() + "/metrics"
+	}
+	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
+		"provider", cfg.Backend.Provider, "device", r.dev.Info().Name, "credits", cfg.RDMA.Credits,
+		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
+		"ping_interval", cfg.Reverse.PingInterval, "metrics", metricsURL)
+	return nil
+}
+
+// Addr is the address TCP clients connect to.
+func (r *Reverse) Addr() net.Addr { return r.ln.Addr() }
+
+// MetricsAddr is where /metrics is served, or nil when it is off.
+func (r *Reverse) MetricsAddr() net.Addr {
+	if r.metrics == nil {
+		return nil
+	}
+	return r.metrics.addr()
+}
+
+// Metrics returns the gateway's metrics.
+func (r *Reverse) Metrics() *Metrics { return r.met.Metrics }
+
+// Pool is the registered buffer pool shared by all connections.
+func (r *Reverse) Pool() *rdmarpc.Pool { return r.pool }
+
+// Serve accepts TCP clients until ctx ends, then disconnects every client
+// and returns once all sessions are gone. It returns nil after a
+// shutdown through ctx.
+func (r *Reverse) Serve(ctx context.Context) error {
+	defer r.wg.Wait()
+	stop := context.AfterFunc(ctx, func() { r.ln.Close() })
+	defer stop()
+	for {
+		conn, err := r.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil {
+				r.log.Info("reverse gateway shutting down")
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("accept TCP connection: %w", err)
+		}
+		if !prefixesAllow(r.allowed, conn.RemoteAddr()) {
+			r.met.rejected("not_allowed")
+			r.log.Warn("connection rejected: address not in listen.allowed_networks", "peer", conn.RemoteAddr().String())
+			conn.Close()
+			continue
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.serveClient(ctx, conn)
+		}()
+	}
+}
+
+// serveClient connects to the RDMA server first, so that a client is
+// refused outright (its connection closed at once) while the server is
+// down, then runs the client's session.
+func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
+	peer := conn.RemoteAddr().String()
+	link := newRDMALink(r, peer)
+	if err := link.connect(ctx); err != nil {
+		r.met.rejected("backend_unavailable")
+		r.met.backendError("connect")
+		r.log.Error("client refused: RDMA server unreachable", "peer", peer, "backend", r.backend, "error", err)
+		conn.Close()
+		return
+	}
+	r.met.Metrics.ConnUp()
+	r.log.Info("client connected", "peer", peer, "backend", r.backend,
+		"granted", link.granted(), "inline_send", link.inlineSend())
+	c := newRevClient(r, conn, link)
+	reason := c.run(ctx)
+	link.close()
+	r.met.Metrics.ConnDown(nil)
+	r.met.connClosed(reason)
+	r.log.Info("client disconnected", "peer", peer, "reason", reason)
+}
+
+// prefixesAllow reports whether a's IP lies in one of allowed (empty
+// allows everything).
+func prefixesAllow(allowed []netip.Prefix, a net.Addr) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range allowed {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the listener, the metrics endpoint, the pool and the
+// device. Call it after Serve has returned.
+func (r *Reverse) Close() error {
+	var errs []error
+	if r.ln != nil {
+		if err := r.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if r.metrics != nil {
+		errs = append(errs, r.metrics.close())
+	}
+	r.wg.Wait()
+	if r.pool != nil {
+		errs = append(errs, r.pool.Close())
+	}
+	if r.pd != nil {
+		errs = append(errs, r.pd.Close())
+	}
+	if r.dev != nil {
+		errs = append(errs, r.dev.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,68 @@
+package gateway_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/tcprpc"
+)
+
+// Records that are not usable calls get their specified answer from the
+// gateway itself, and the connection stays usable.
+func TestReverseBadCalls(t *testing.T) {
+	srv := startEvilServer(t)
+	rev := startReverse(t, srv.ln.Addr().String(), nil)
+	conn, err := net.Dial("tcp", rev.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	rw := tcprpc.NewRecordWriter(conn, nil)
+	rr := tcprpc.NewRecordReader(conn, nil)
+	send := func(words ...uint32) {
+		t.Helper()
+		if err := rw.WriteRecord(be32(nil, words...), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply := func() tcprpc.ReplyHeader {
+		t.Helper()
+		b, err := rr.ReadRecord(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h tcprpc.ReplyHeader
+		if _, err := h.Decode(b); err != nil {
+			t.Fatalf("reply %x: %v", b, err)
+		}
+		return h
+	}
+	// rpcvers 3: RPC_MISMATCH (2, 2).
+	send(0x1001, 0, 3, 100003, 3, 0, 0, 0, 0, 0)
+	if h := reply(); h.XID != 0x1001 || h.Stat != tcprpc.MsgDenied || h.RejectStat != tcprpc.RPCMismatch || h.Low != 2 || h.High != 2 {
+		t.Fatalf("rpcvers 3 answered %+v", h)
+	}
+	// A credential over 400 bytes: AUTH_BADCRED.
+	long := append(be32(nil, 0x1002, 0, 2, 100003, 3, 0, 1, 404), make([]byte, 404+8)...)
+	if err := rw.WriteRecord(long, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := reply(); h.XID != 0x1002 || h.Stat != tcprpc.MsgDenied || h.RejectStat != tcprpc.AuthError || h.AuthStat != tcprpc.AuthBadCred {
+		t.Fatalf("long credential answered %+v", h)
+	}
+	// A reply (msg_type 1) and a 3-byte record: dropped, no answer; the
+	// NULL call after them is answered by the server.
+	send(0x1003, 1, 0, 0, 0, 0)
+	if err := rw.WriteRecord([]byte{1, 2, 3}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	send(0x1004, 0, 2, 100003, 3, 0, 0, 0, 0, 0)
+	if h := reply(); h.XID != 0x1004 || h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+		t.Fatalf("NULL after the bad records answered %+v", h)
+	}
+	if n := metric(t, rev.Metrics(), "rdmagw_calls_dropped_total", "reason", "not_rpc"); n != 2 {
+		t.Errorf("not_rpc drops = %v, want 2", n)
+	}
+}

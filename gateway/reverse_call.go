@@ -1,0 +1,340 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// revSlot is one call of a TCP client on its way through the gateway,
+// and everything it needs, kept from call to call so that the steady
+// state allocates nothing.
+//
+// A call record is read straight from the socket into two kinds of
+// memory:
+//
+//	scratch  the RPC header and every argument byte that is not the body
+//	         of a DDP-eligible item, contiguous (Go memory: the requester
+//	         copies it once, into its Send buffer or a Long Call's staging
+//	         buffer)
+//	items    each WRITE/SYMLINK body in a registered pool buffer of its
+//	         own, received from the socket into it and exposed to the
+//	         server as a Read chunk in place
+type revSlot struct {
+	c    *revClient
+	work chan struct{}
+
+	scratch []byte
+	items   [ulb.MaxItems]slotItem
+	nitems  int
+
+	hdrLen           int
+	xid              uint32 // the client's XID
+	prog, vers, proc uint32
+	ddp              bool // no RPCSEC_GSS integrity/privacy
+	walked           bool // items were looked for (ddp and a binding)
+	received         time.Time
+	stats            *procCounters
+
+	walk  ulb.Walker
+	msg   rdmarpc.Message
+	plan  rdmarpc.ReplyPlan
+	rooms [ulb.MaxItems]int
+	est   ulb.Estimate
+	estOK bool
+	res   rdmarpc.Result
+	vec   [][]byte
+	small [maxReplyHeader]byte // gateway-made replies
+}
+
+// slotItem is one item body: it lies in buf, and in the stream right
+// after scratch[:at] (whose last four bytes are its length word).
+type slotItem struct {
+	at  int
+	n   int
+	buf *rdmarpc.Buffer
+}
+
+func newRevSlot(c *revClient) *revSlot {
+	return &revSlot{c: c, work: make(chan struct{}, 1), scratch: make([]byte, 0, 1024),
+		vec: make([][]byte, 0, 4*ulb.MaxItems+4)}
+}
+
+// free returns the buffers the slot still holds (at session end).
+func (s *revSlot) free() {
+	s.releaseItems()
+	s.res.Release()
+}
+
+func (s *revSlot) releaseItems() {
+	for i := range s.nitems {
+		if b := s.items[i].buf; b != nil {
+			b.Release()
+		}
+		s.items[i] = slotItem{}
+	}
+	s.nitems = 0
+	s.msg.Reset()
+}
+
+// read reads the next call record into the slot. It returns ok when the
+// call is to go to the server; false when the gateway answered or
+// dropped it itself. An error ends the session (io.EOF: a clean end).
+func (s *revSlot) read(c *revClient) (ok bool, err error) {
+	rr := c.rr
+	if err := rr.Next(); err != nil {
+		return false, err
+	}
+	s.received = time.Now()
+	head, perr := rr.Peek(min(maxCallHeader, revPeekMax))
+	if perr != nil && perr != io.EOF {
+		return false, perr
+	}
+	var h tcprpc.CallHeader
+	hdrLen, herr := h.Decode(head)
+	if herr != nil {
+		return false, s.rejectHeader(head, &h, herr)
+	}
+	s.xid, s.prog, s.vers, s.proc, s.hdrLen = h.XID, h.Prog, h.Vers, h.Proc, hdrLen
+	wrapped, gerr := tcprpc.GSSBodyWrapped(h.Cred)
+	s.ddp = !wrapped && gerr == nil
+	s.stats = c.met.proc(h.Prog, h.Vers, h.Proc)
+	s.stats.calls.Inc()
+	if h.Prog == ulb.ProgNFS {
+		c.link.vers.Store(h.Vers)
+	}
+	if err := s.fill(rr); err != nil {
+		s.releaseItems()
+		return false, err
+	}
+	s.buildMessage()
+	s.planReply()
+	return true, nil
+}
+
+// fill reads the record: walks the arguments in the read-ahead window,
+// copies what precedes each item into scratch and receives the item's
+// body into a pool buffer; the rest goes to scratch.
+func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
+	s.scratch = s.scratch[:0]
+	s.nitems = 0
+	s.walked = s.ddp && s.walk.Reset(ulb.Call, s.prog, s.vers, s.proc) == nil
+	skip := s.hdrLen // bytes of the window walked, not yet copied
+	want := min(skip+walkPeekFirst, revPeekMax)
+	pool := s.c.r.pool
+	for s.walked {
+		p, err := rr.Peek(want)
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if len(p) < skip {
+			return fmt.Errorf("call xid %#x: record shorter than its header", s.xid)
+		}
+		st, werr := s.walk.Next(p[skip:])
+		if werr == nil && st.Kind == ulb.StepNeedMore && err == nil && len(p) < revPeekMax {
+			want = min(max(skip+st.Need, 2*len(p)), revPeekMax)
+			continue
+		}
+		if werr != nil || st.Kind == ulb.StepNeedMore {
+			// Arguments that do not decode, a truncated record, or more
+			// arguments before an item than the window holds: the rest
+			// goes inline and the server judges it (GARBAGE_ARGS).
+			s.c.met.ddpFallbacks.Inc()
+			s.c.log.Debug("call arguments sent inline: not walkable", "peer", s.c.peer, "xid", s.xid, "error", werr)
+			break
+		}
+		if st.Kind == ulb.StepDone {
+			break
+		}
+		it := st.Item
+		if s.nitems == len(s.items) || it.Length > pool.MaxSize() {
+			s.c.met.ddpFallbacks.Inc()
+			break
+		}
+		if err := s.copyInline(rr, skip+it.Offset); err != nil {
+			return err
+		}
+		skip, want = 0, min(walkPeekFirst, revPeekMax)
+		si := slotItem{at: len(s.scratch), n: it.Length}
+		if it.Length > 0 {
+			if si.buf, err = s.getBuffer(it.Length); err != nil {
+				return err
+			}
+			s.items[s.nitems] = si
+			s.nitems++
+			if _, err := rr.ReadFull(si.buf.Bytes[:it.Length]); err != nil {
+				return fmt.Errorf("call xid %#x: item %d: %w", s.xid, it.Index, err)
+			}
+		} else {
+			s.items[s.nitems] = si
+			s.nitems++
+		}
+		if it.Pad > 0 {
+			if _, err := rr.Discard(it.Pad); err != nil {
+				return fmt.Errorf("call xid %#x: pad after item %d: %w", s.xid, it.Index, err)
+			}
+		}
+	}
+	return s.copyRest(rr)
+}
+
+// copyInline moves the record's next n bytes to scratch.
+func (s *revSlot) copyInline(rr *tcprpc.RecordReader, n int) error {
+	l := len(s.scratch)
+	s.scratch = slices.Grow(s.scratch, n)[:l+n]
+	_, err := rr.ReadFull(s.scratch[l:])
+	return err
+}
+
+// copyRest moves whatever is left of the record to scratch.
+func (s *revSlot) copyRest(rr *tcprpc.RecordReader) error {
+	for {
+		left, _ := rr.Remaining()
+		if left == 0 {
+			// Remaining counts the current fragment only: look further.
+			p, err := rr.Peek(1)
+			if len(p) == 0 {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			left, _ = rr.Remaining()
+		}
+		l := len(s.scratch)
+		s.scratch = slices.Grow(s.scratch, left)
+		n, err := rr.Read(s.scratch[l:cap(s.scratch)])
+		s.scratch = s.scratch[:l+n]
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// getBuffer takes a pool buffer, waiting while the pool is exhausted
+// (the client's socket is not read meanwhile: back-pressure).
+func (s *revSlot) getBuffer(n int) (*rdmarpc.Buffer, error) {
+	wait := time.Millisecond
+	for {
+		b, err := s.c.r.pool.Get(n)
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, rdmarpc.ErrPoolExhausted) {
+			return nil, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-s.c.ctx.Done():
+			return nil, s.c.ctx.Err()
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+// buildMessage lays the call out as pieces: scratch runs between the
+// item bodies.
+func (s *revSlot) buildMessage() {
+	s.msg.Reset()
+	s.msg.XID = s.xid
+	prev := 0
+	for i := range s.nitems {
+		it := &s.items[i]
+		s.msg.Append(rdmarpc.Piece{Data: s.scratch[prev:it.at]})
+		if it.buf != nil {
+			s.msg.Append(rdmarpc.Piece{Data: it.buf.Bytes[:it.n], Item: true, Buf: it.buf})
+		} else {
+			s.msg.Append(rdmarpc.Piece{Item: true})
+		}
+		prev = it.at
+	}
+	s.msg.Append(rdmarpc.Piece{Data: s.scratch[prev:]})
+}
+
+// planReply offers reply room from the binding's estimate: a Write chunk
+// per READ/READLINK result sized from the call, a Reply chunk when the
+// rest may not fit our inline receive size or cannot be bounded. The
+// estimator reads whole arguments; the item bodies are elsewhere, so
+// their length words are zeroed while it runs (no READ/READLINK result
+// size depends on a WRITE or SYMLINK body) and restored after.
+func (s *revSlot) planReply() {
+	var saved [ulb.MaxItems]uint32
+	for i := range s.nitems {
+		w := s.scratch[s.items[i].at-4:]
+		saved[i] = binary.BigEndian.Uint32(w)
+		binary.BigEndian.PutUint32(w, 0)
+	}
+	var err error
+	s.est, err = ulb.EstimateReply(s.prog, s.vers, s.proc, s.scratch[s.hdrLen:])
+	for i := range s.nitems {
+		binary.BigEndian.PutUint32(s.scratch[s.items[i].at-4:], saved[i])
+	}
+	s.estOK = err == nil
+	maxRoom := s.c.r.pool.MaxSize()
+	s.plan = rdmarpc.ReplyPlan{}
+	if !s.estOK || !s.ddp {
+		// No estimate (no binding, arguments the server will refuse, or
+		// a GSS-wrapped body): a Reply chunk that holds anything a pool
+		// buffer can, so the reply cannot fail for lack of room.
+		s.plan.ReplyChunk = maxRoom
+		return
+	}
+	rooms := s.est.WriteRooms(s.rooms[:0])
+	for i := range rooms {
+		rooms[i] = min(rooms[i], maxRoom)
+	}
+	s.plan.WriteChunks = rooms
+	s.plan.ReplyChunk = s.est.ReplyChunkRoom(int(s.c.r.cfg.RDMA.InlineRecv), maxRoom)
+}
+
+// rejectHeader answers a record that is not a usable RPC call: an RPC
+// version other than 2 gets RPC_MISMATCH (RFC 5531 §9), a credential or
+// verifier over 400 bytes AUTH_BADCRED; anything else (a reply, e.g. to
+// a backchannel call this gateway never made, or garbage) is dropped and
+// counted. The rest of the record is skipped by the next read.
+func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) error {
+	c := s.c
+	var rh tcprpc.ReplyHeader
+	switch {
+	case len(head) < 8:
+		c.met.callDropped("not_rpc")
+		c.log.Debug("record too short for an RPC call; dropped", "peer", c.peer, "bytes", len(head))
+		return nil
+	case errors.Is(err, tcprpc.ErrBadRPCVersion):
+		rh = tcprpc.RPCMismatchReply(h.XID)
+		c.met.systemErrs.WithLabelValues("rpc_mismatch").Inc()
+	case errors.Is(err, tcprpc.ErrAuthTooLong):
+		rh = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadCred)
+		c.met.callDropped("bad_auth")
+	default:
+		c.met.callDropped("not_rpc")
+		c.log.Debug("record is not an RPC call; dropped", "peer", c.peer, "xid", h.XID, "error", err)
+		return nil
+	}
+	c.log.Debug("call refused by the gateway", "peer", c.peer, "xid", h.XID, "error", err)
+	return s.replyHeaderOnly(&rh)
+}
+
+// replyHeaderOnly sends a gateway-made reply of just a header.
+func (s *revSlot) replyHeaderOnly(rh *tcprpc.ReplyHeader) error {
+	e := xdr.NewEncoder(s.small[:])
+	if err := rh.Encode(&e); err != nil {
+		return err
+	}
+	s.vec = append(s.vec[:0], e.Bytes())
+	err := s.c.writeReply(s.vec)
+	clear(s.vec)
+	s.vec = s.vec[:0]
+	return err
+}

@@ -1,0 +1,392 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// rdmaLink is one TCP client's RPC-over-RDMA connection to the server,
+// kept alive: when it fails (or a ping goes unanswered) it is dialed
+// again with backoff and the calls waiting on it are sent again with
+// their XIDs (the server's duplicate request cache sees ordinary
+// retransmissions); after backend.give_up_after it is given up and the
+// client disconnected.
+//
+// Credits: the requester never has more calls in flight than the server
+// granted. The link keeps one of them in reserve for the pings (RFC 8267
+// §6.7.2): data calls may use granted-1 (at least 1), so a ping always
+// finds a credit even when the client keeps the connection busy.
+type rdmaLink struct {
+	r    *Reverse
+	peer string
+
+	mu       sync.Mutex
+	conn     *rdmarpc.RequesterConn // nil while reconnecting
+	up       chan struct{}          // closed while conn is usable; replaced when it breaks
+	dataOut  int                    // data calls holding a credit
+	gaveUp   bool
+	dead     chan struct{} // closed when the link is given up
+	deadOnce sync.Once
+	closed   bool
+	wake     chan struct{} // a data credit may be free (cap 1, re-signalled)
+	stopPing chan struct{}
+	pingDone chan struct{}
+
+	lastReply atomic.Int64  // unix nanos of the last reply: pings only on idle links
+	vers      atomic.Uint32 // NFS version of the client's latest call, for the ping
+	xids      atomic.Uint32 // the gateway's own XIDs (pings, retries)
+
+	pingHdr [nullCallLen]byte
+}
+
+// errGaveUp: the server stayed unreachable past give_up_after.
+var errGaveUp = errors.New("gateway: RDMA server unreachable; gave up")
+
+// nullCallLen is an RPC call header with AUTH_NONE cred and verifier.
+const nullCallLen = 6*4 + 2*8
+
+func newRDMALink(r *Reverse, peer string) *rdmaLink {
+	l := &rdmaLink{r: r, peer: peer, up: make(chan struct{}), wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	l.xids.Store(rand.Uint32())
+	l.vers.Store(3)
+	return l
+}
+
+// dial opens one requester connection.
+func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
+	cfg := l.r.cfg
+	return rdmarpc.DialRequester(ctx, l.r.dev, l.r.backend, rdmarpc.RequesterConfig{
+		Credits:        cfg.RDMA.Credits,
+		InlineSend:     int(cfg.RDMA.InlineSend),
+		InlineRecv:     int(cfg.RDMA.InlineRecv),
+		Pool:           l.r.pool,
+		Limits:         cfg.RDMALimits(),
+		Logger:         l.r.log.Named("rdma"),
+		Metrics:        l.r.met,
+		ConnectTimeout: cfg.Backend.ConnectTimeout,
+	})
+}
+
+// connect makes the first connection and starts the pinger on it. It
+// pings at once: the grant is 1 until the first reply, so the first
+// reply opens the window before the client's calls arrive.
+func (l *rdmaLink) connect(ctx context.Context) error {
+	conn, err := l.dial(ctx)
+	if err != nil {
+		return err
+	}
+	l.install(conn)
+	l.ping(ctx, conn)
+	return nil
+}
+
+// install makes conn the current connection and starts its pinger.
+func (l *rdmaLink) install(conn *rdmarpc.RequesterConn) {
+	l.mu.Lock()
+	l.conn = conn
+	l.dataOut = 0 // the old connection's credits died with it
+	close(l.up)
+	l.lastReply.Store(time.Now().UnixNano())
+	if l.r.cfg.Reverse.PingInterval > 0 {
+		l.stopPing, l.pingDone = make(chan struct{}), make(chan struct{})
+		go l.pinger(conn, l.stopPing, l.pingDone)
+	}
+	l.mu.Unlock()
+	l.signal()
+}
+
+func (l *rdmaLink) granted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return 0
+	}
+	return l.conn.Granted()
+}
+
+func (l *rdmaLink) inlineSend() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return 0
+	}
+	return l.conn.InlineSend()
+}
+
+func (l *rdmaLink) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acquire waits for a usable connection and a data credit (keeping the
+// reserve one for pings), bounded by ctx and by the link giving up.
+func (l *rdmaLink) acquire(ctx context.Context) (*rdmarpc.RequesterConn, error) {
+	for {
+		l.mu.Lock()
+		if l.gaveUp || l.closed {
+			l.mu.Unlock()
+			return nil, errGaveUp
+		}
+		conn, up := l.conn, l.up
+		if conn != nil {
+			limit := conn.Granted()
+			if l.r.cfg.Reverse.PingInterval > 0 {
+				limit = max(limit-1, 1)
+			}
+			if l.dataOut < limit {
+				l.dataOut++
+				more := l.dataOut < limit
+				l.mu.Unlock()
+				if more {
+					l.signal()
+				}
+				return conn, nil
+			}
+			up = nil // connected but no credit: wait for a release
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.wake:
+		case <-up: // nil while connected: never fires
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release returns a data credit taken from conn.
+func (l *rdmaLink) release(conn *rdmarpc.RequesterConn) {
+	l.mu.Lock()
+	if l.conn == conn && l.dataOut > 0 {
+		l.dataOut--
+	}
+	l.mu.Unlock()
+	l.signal()
+}
+
+// call sends msg and waits for its reply in res, re-sending it on a new
+// connection when the current one fails under it.
+func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc.ReplyPlan, res *rdmarpc.Result) error {
+	for {
+		conn, err := l.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Call(ctx, msg, plan, res)
+		l.release(conn)
+		if err == nil {
+			l.lastReply.Store(time.Now().UnixNano())
+			return nil
+		}
+		switch {
+		case errors.Is(err, rdmarpc.ErrConnClosed):
+			l.broken(ctx, conn, err)
+		case errors.Is(err, rdmarpc.ErrPoolExhausted):
+			// Registered memory is short: wait for other calls to give
+			// some back (the client is not read meanwhile).
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// broken handles the failure of conn: the first caller to notice starts
+// the reconnection; the others wait on the new up channel.
+func (l *rdmaLink) broken(ctx context.Context, conn *rdmarpc.RequesterConn, why error) {
+	l.mu.Lock()
+	if l.conn != conn || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.conn = nil
+	l.up = make(chan struct{})
+	stop, done := l.stopPing, l.pingDone
+	l.stopPing, l.pingDone = nil, nil
+	l.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	conn.Close()
+	l.r.log.Warn("RDMA connection to the server lost; reconnecting", "peer", l.peer, "backend", l.r.backend, "error", why)
+	go l.reconnect(ctx)
+}
+
+// reconnect dials with exponential backoff until it succeeds, ctx ends,
+// or give_up_after has passed; then the link is given up.
+func (l *rdmaLink) reconnect(ctx context.Context) {
+	b := &l.r.cfg.Backend
+	deadline := time.Now().Add(b.GiveUpAfter)
+	wait := b.ReconnectInitial
+	for attempt := 1; ; attempt++ {
+		conn, err := l.dial(ctx)
+		if err == nil {
+			l.mu.Lock()
+			closed := l.closed
+			l.mu.Unlock()
+			if closed {
+				conn.Close()
+				return
+			}
+			l.r.met.reconnects.Inc()
+			l.install(conn)
+			l.r.log.Info("RDMA connection to the server re-established", "peer", l.peer, "backend", l.r.backend, "attempts", attempt)
+			return
+		}
+		if ctx.Err() != nil {
+			l.giveUp()
+			return
+		}
+		l.r.met.backendError("connect")
+		left := time.Until(deadline)
+		if left <= 0 {
+			l.r.met.giveUps.Inc()
+			l.r.log.Error("RDMA server unreachable; giving up and disconnecting the client", "peer", l.peer,
+				"backend", l.r.backend, "attempts", attempt, "give_up_after", b.GiveUpAfter, "error", err)
+			l.giveUp()
+			return
+		}
+		select {
+		case <-time.After(min(wait, left)):
+		case <-ctx.Done():
+			l.giveUp()
+			return
+		}
+		wait = min(2*wait, b.ReconnectMax)
+	}
+}
+
+func (l *rdmaLink) giveUp() {
+	l.mu.Lock()
+	l.gaveUp = true
+	l.mu.Unlock()
+	l.deadOnce.Do(func() { close(l.dead) })
+	l.signal()
+}
+
+// gone reports whether the link was given up.
+func (l *rdmaLink) gone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gaveUp
+}
+
+// close ends the link for good.
+func (l *rdmaLink) close() {
+	l.mu.Lock()
+	l.closed = true
+	conn := l.conn
+	l.conn = nil
+	stop, done := l.stopPing, l.pingDone
+	l.stopPing, l.pingDone = nil, nil
+	l.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	l.signal()
+}
+
+// nextXID is an XID of the gateway's own, for pings and for retries.
+func (l *rdmaLink) nextXID() uint32 { return l.xids.Add(1) }
+
+// pinger checks conn every ping_interval while it is idle.
+func (l *rdmaLink) pinger(conn *rdmarpc.RequesterConn, stop, done chan struct{}) {
+	defer close(done)
+	every := l.r.cfg.Reverse.PingInterval
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-conn.Done():
+			go l.broken(context.Background(), conn, conn.Err())
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, l.lastReply.Load())) < every {
+			continue
+		}
+		if !l.ping(ctx, conn) && ctx.Err() == nil {
+			go l.broken(context.Background(), conn, errors.New("server did not answer a NULL ping"))
+			return
+		}
+	}
+}
+
+// ping sends a NULL call on the reserve credit and reports whether the
+// server answered within ping_timeout. Any RPC reply proves it alive.
+func (l *rdmaLink) ping(parent context.Context, conn *rdmarpc.RequesterConn) bool {
+	timeout := l.r.cfg.Reverse.PingTimeout
+	if timeout <= 0 {
+		timeout = l.r.cfg.Backend.ConnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	var msg rdmarpc.Message
+	var res rdmarpc.Result
+	for range 4 { // a clash with a client XID in flight: take another
+		h := tcprpc.CallHeader{XID: l.nextXID(), RPCVers: tcprpc.RPCVersion, Prog: ulb.ProgNFS,
+			Vers: l.vers.Load(), Proc: 0, Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+		e := xdr.NewEncoder(l.pingHdr[:])
+		if err := h.Encode(&e); err != nil {
+			return false
+		}
+		msg.Reset()
+		msg.XID = h.XID
+		msg.Append(rdmarpc.Piece{Data: e.Bytes()})
+		err := conn.Call(ctx, &msg, nil, &res)
+		if errors.Is(err, rdmarpc.ErrXIDInUse) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil && parent.Err() == nil {
+				l.r.met.pingTimeout.Inc()
+				l.r.log.Warn("RDMA server did not answer a NULL ping in time", "peer", l.peer, "backend", l.r.backend, "timeout", timeout)
+			} else if parent.Err() == nil {
+				l.r.met.pingError.Inc()
+				l.r.log.Debug("NULL ping failed", "peer", l.peer, "error", err)
+			}
+			return false
+		}
+		res.Release()
+		l.r.met.pingOK.Inc()
+		l.lastReply.Store(time.Now().UnixNano())
+		return true
+	}
+	l.r.met.pingError.Inc()
+	return false
+}
+
+// String is for logs.
+func (l *rdmaLink) String() string { return fmt.Sprintf("rdma link %s -> %s", l.peer, l.r.backend) }

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// reverseMetrics adds what only reverse mode has to the shared Metrics,
+// and implements rdmarpc.RequesterMetrics for the RDMA connections to the
+// server. In reverse mode the shared series read: connections = TCP
+// clients, calls/replies = RPCs from those clients, backend = the RDMA
+// server, bytes_total direction out = to the server, in = from it.
+type reverseMetrics struct {
+	*Metrics
+
+	bytesInlineToServer   prometheus.Counter
+	bytesInlineFromServer prometheus.Counter
+	bytesReadChunkOut     prometheus.Counter
+	bytesLongCallOut      prometheus.Counter
+	bytesWriteChunkIn     prometheus.Counter
+	bytesReplyChunkIn     prometheus.Counter
+
+	backendConns   prometheus.Gauge
+	errorsReceived *prometheus.CounterVec
+	pings          *prometheus.CounterVec
+	pingOK         prometheus.Counter
+	pingTimeout    prometheus.Counter
+	pingError      prometheus.Counter
+	chunkRetries   prometheus.Counter
+	clientStalls   prometheus.Counter
+	systemErrs     *prometheus.CounterVec
+}
+
+func newReverseMetrics() *reverseMetrics {
+	m := &reverseMetrics{Metrics: NewMetricsFor("reverse")}
+	f := m.f
+	m.bytesInlineToServer = m.bytes.WithLabelValues(pathInline, "out")
+	m.bytesInlineFromServer = m.bytes.WithLabelValues(pathInline, "in")
+	m.bytesReadChunkOut = m.bytes.WithLabelValues(pathReadChunk, "out")
+	m.bytesLongCallOut = m.bytes.WithLabelValues(pathLongCall, "out")
+	m.bytesWriteChunkIn = m.bytes.WithLabelValues(pathWriteChunk, "in")
+	m.bytesReplyChunkIn = m.bytes.WithLabelValues(pathReplyChunk, "in")
+
+	m.backendConns = f.gauge("rdmagw_backend_rdma_connections", "RPC-over-RDMA connections to the NFS server open now (reverse mode: one per TCP client).")
+	m.errorsReceived = f.counterVec("rdmagw_rdma_errors_received_total", "RDMA_ERROR answers received from the server, by code (ERR_VERS, ERR_CHUNK).", "code")
+	m.pings = f.counterVec("rdmagw_backend_pings_total",
+		"NULL calls sent on the reserve credit to check an idle RDMA connection (RFC 8267 §6.7.2), by result (ok; timeout: unanswered within reverse.ping_timeout, the connection is re-established; error: the call failed).", "result")
+	m.pingOK = m.pings.WithLabelValues("ok")
+	m.pingTimeout = m.pings.WithLabelValues("timeout")
+	m.pingError = m.pings.WithLabelValues("error")
+	m.chunkRetries = f.counter("rdmagw_reply_chunk_retries_total", "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
+	m.clientStalls = f.counter("rdmagw_client_backpressure_total", "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
+	m.systemErrs = f.counterVec("rdmagw_gateway_error_replies_total",
+		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2).", "reason")
+	return m
+}
+
+// CallSent counts a call's bytes by the path they took to the server.
+func (m *reverseMetrics) CallSent(kind rdmarpc.CallKind, inline, exposed int) {
+	m.opSend.Inc()
+	m.bytesInlineToServer.Add(float64(inline))
+	switch kind {
+	case rdmarpc.CallReadChunk:
+		m.opRead.Inc()
+		m.bytesReadChunkOut.Add(float64(exposed))
+	case rdmarpc.CallLong:
+		m.opRead.Inc()
+		m.bytesLongCallOut.Add(float64(exposed))
+	}
+}
+
+// ReplyReceived counts a reply's bytes by the path they came.
+func (m *reverseMetrics) ReplyReceived(kind rdmarpc.ReplyKind, inline, written int) {
+	m.opRecv.Inc()
+	if kind == rdmarpc.ReplyReplyChunk {
+		m.bytesReplyChunkIn.Add(float64(inline))
+	} else {
+		m.bytesInlineFromServer.Add(float64(inline))
+	}
+	if written > 0 {
+		m.opWrite.Inc()
+		m.bytesWriteChunkIn.Add(float64(written))
+	}
+}
+
+// ErrorReceived counts an RDMA_ERROR from the server.
+func (m *reverseMetrics) ErrorReceived(code rdmarpc.ErrorCode) {
+	m.errorsReceived.WithLabelValues(code.String()).Inc()
+}
+
+// ConnUp counts an RDMA connection to the server established.
+func (m *reverseMetrics) ConnUp() { m.backendConns.Inc() }
+
+// ConnDown counts its end.
+func (m *reverseMetrics) ConnDown(error) { m.backendConns.Dec() }
+
+// Dropped and RDMAFailed are the shared Metrics' (engine drops, failed
+// work requests); they are listed to show the interface is complete.
+var _ rdmarpc.RequesterMetrics = (*reverseMetrics)(nil)
+
+func (m *reverseMetrics) Dropped(reason rdmarpc.DropReason) { m.Metrics.Dropped(reason) }
+
+func (m *reverseMetrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
+	m.Metrics.RDMAFailed(op, status)
+}

@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+)
+
+// serve runs the slot's call over the RDMA link and answers the client.
+// Worker goroutine of the slot.
+func (s *revSlot) serve() {
+	c := s.c
+	defer s.releaseItems()
+	c.met.creditsInUse.Inc()
+	defer c.met.creditsInUse.Dec()
+	sent := time.Now()
+	err := s.callWithRetry()
+	if err != nil {
+		s.callFailed(err)
+		return
+	}
+	c.met.observe(c.met.backendLatency, sent)
+	st, err := s.replyVec()
+	if err != nil {
+		s.res.Release()
+		c.log.Warn("server reply cannot be rebuilt for TCP; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid,
+			"program", s.prog, "version", s.vers, "procedure", ulb.ProcName(s.prog, s.vers, s.proc), "error", err)
+		s.systemErr("bad_reply")
+		return
+	}
+	werr := c.writeReply(s.vec)
+	clear(s.vec)
+	s.vec = s.vec[:0]
+	s.res.Release()
+	if werr != nil {
+		c.log.Debug("reply not sent: client connection gone", "peer", c.peer, "xid", s.xid, "error", werr)
+		c.met.callDropped("client_gone")
+		return
+	}
+	c.met.observe(c.met.callLatency, s.received)
+	s.stats.reply(c.met.Metrics, st).Inc()
+}
+
+// callWithRetry calls, and retries with a new XID and a larger Reply
+// chunk when the server answers ERR_CHUNK to a call whose reply size the
+// binding cannot bound (short Reply chunk retry, RFC 8267 §3.1; the new
+// XID keeps the server's reply cache from answering with the error
+// again). Other calls are not retried: an underestimate there is a bug
+// to fix, and a retry could execute a non-idempotent call twice.
+func (s *revSlot) callWithRetry() error {
+	c := s.c
+	maxRoom := c.r.pool.MaxSize()
+	for retry := 0; ; retry++ {
+		err := c.link.call(c.ctx, &s.msg, &s.plan, &s.res)
+		if err == nil {
+			if retry > 0 {
+				// The reply carries the retry's XID: the client knows
+				// its own.
+				if len(s.res.Inline) >= 4 {
+					binary.BigEndian.PutUint32(s.res.Inline, s.xid)
+				}
+				binary.BigEndian.PutUint32(s.scratch, s.xid)
+			}
+			return nil
+		}
+		if !errors.Is(err, rdmarpc.ErrRemoteChunk) || !s.retryable() ||
+			retry >= c.r.cfg.Reverse.ReplyChunkRetries || s.plan.ReplyChunk >= maxRoom {
+			if retry > 0 {
+				binary.BigEndian.PutUint32(s.scratch, s.xid)
+			}
+			return err
+		}
+		s.plan.ReplyChunk = min(max(2*s.plan.ReplyChunk, 2*int(c.r.cfg.RDMA.InlineRecv)), maxRoom)
+		xid := c.link.nextXID()
+		binary.BigEndian.PutUint32(s.scratch, xid) // the RPC header's XID
+		s.msg.XID = xid
+		c.met.chunkRetries.Inc()
+		c.log.Debug("server answered ERR_CHUNK; retrying with a larger Reply chunk", "peer", c.peer,
+			"xid", s.xid, "retry_xid", xid, "reply_chunk", s.plan.ReplyChunk)
+	}
+}
+
+// retryable: the binding names the reply as impossible to bound (NFSv4
+// GETATTR of variable-length attributes, GETXATTR, READ_PLUS...; the
+// estimate is then a guess), or it is NFSACL GETACL (RFC 8267 §4.4).
+func (s *revSlot) retryable() bool {
+	if !s.estOK {
+		return false
+	}
+	return s.est.Unpredictable || (s.prog == ulb.ProgNFSACL && s.proc == 1)
+}
+
+// replyVec lays the reply out for one vectored write: the RPC header and
+// results as received, each READ/READLINK body spliced back from the
+// buffer the server RDMA-wrote it into, with its XDR pad.
+func (s *revSlot) replyVec() (replyStatus, error) {
+	in := s.res.Inline
+	var h tcprpc.ReplyHeader
+	n, err := h.Decode(in)
+	if err != nil {
+		return statusUnparsable, err
+	}
+	st := replyStatusOf(&h)
+	s.vec = s.vec[:0]
+	placed := false
+	for _, ch := range s.res.Chunks {
+		placed = placed || len(ch) > 0
+	}
+	if st != statusSuccess || !placed {
+		if placed {
+			return st, errors.New("data in Write chunks of a reply that has no results")
+		}
+		s.vec = append(s.vec, in)
+		return st, nil
+	}
+	s.vec = append(s.vec, in[:n])
+	if err := s.walk.Reset(ulb.Reply, s.prog, s.vers, s.proc); err != nil {
+		return st, err
+	}
+	s.vec, err = ulb.AppendSplicedReply(s.vec, &s.walk, in[n:], s.res.Chunks, s.plan.WriteChunks)
+	return st, err
+}
+
+// callFailed answers a call the server did not answer usefully.
+func (s *revSlot) callFailed(err error) {
+	c := s.c
+	switch {
+	case c.ctx.Err() != nil || errors.Is(err, errGaveUp):
+		// The client is gone, or about to be disconnected because the
+		// server is: it retransmits after reconnecting.
+		reason := "client_gone"
+		if errors.Is(err, errGaveUp) {
+			reason = "backend_gone"
+		}
+		c.met.callDropped(reason)
+	case errors.Is(err, rdmarpc.ErrXIDInUse):
+		// The client reused an XID still outstanding: the first call's
+		// reply answers it.
+		c.log.Warn("call with a duplicate XID dropped", "peer", c.peer, "xid", s.xid)
+		c.met.callDropped("duplicate_xid")
+	case errors.Is(err, rdmarpc.ErrRemoteChunk), errors.Is(err, rdmarpc.ErrRemoteVersion):
+		c.log.Warn("server refused the call (RDMA_ERROR); client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid,
+			"program", s.prog, "version", s.vers, "procedure", ulb.ProcName(s.prog, s.vers, s.proc),
+			"reply_chunk", s.plan.ReplyChunk, "error", err)
+		s.systemErr("err_chunk")
+	case errors.Is(err, rdmarpc.ErrBadReply):
+		c.met.backendError("protocol")
+		c.log.Warn("malformed reply from the server; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid, "error", err)
+		s.systemErr("bad_reply")
+	default:
+		c.log.Warn("call failed; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid, "error", err)
+		s.systemErr("resources")
+	}
+}
+
+// systemErr answers the call with SYSTEM_ERR.
+func (s *revSlot) systemErr(reason string) {
+	c := s.c
+	c.met.systemErrs.WithLabelValues(reason).Inc()
+	rh := tcprpc.SystemErrReply(s.xid)
+	if err := s.replyHeaderOnly(&rh); err != nil {
+		c.met.callDropped("client_gone")
+		return
+	}
+	s.stats.reply(c.met.Metrics, statusSystemErr).Inc()
+}

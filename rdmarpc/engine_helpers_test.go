@@ -121,6 +121,10 @@ type toyHandler struct {
 	wg     sync.WaitGroup
 	// writeHook, when set, sees every WRITE item before the checksum.
 	writeHook func(item []byte)
+	// inline: answer within ServeCall, on the engine's goroutine.
+	inline bool
+	flat   []byte
+	msg    Message
 }
 
 func newToyHandler(t testing.TB, pool *Pool, workers int) *toyHandler {
@@ -137,6 +141,10 @@ func (h *toyHandler) ServeCall(c *Call) {
 	h.out++
 	h.maxOut = max(h.maxOut, h.out)
 	h.mu.Unlock()
+	if h.inline {
+		h.serve(c, &h.flat, &h.msg)
+		return
+	}
 	h.calls <- c
 }
 
@@ -185,6 +193,14 @@ func (h *toyHandler) worker() {
 	var flat []byte
 	var m Message
 	for c := range h.calls {
+		h.serve(c, &flat, &m)
+	}
+}
+
+func (h *toyHandler) serve(c *Call, flatp *[]byte, mp *Message) {
+	flat, m := *flatp, mp
+	defer func() { *flatp = flat }()
+	{
 		n := c.Msg.Len()
 		if cap(flat) < n {
 			flat = make([]byte, n)
@@ -197,7 +213,7 @@ func (h *toyHandler) worker() {
 		if len(flat) < 8 || be32(flat, 0) != c.XID() {
 			h.fail("call xid 0x%x: bad message of %d bytes", c.XID(), len(flat))
 			c.Drop()
-			continue
+			return
 		}
 		m.Reset()
 		switch op := be32(flat, 4); op {
@@ -207,14 +223,14 @@ func (h *toyHandler) worker() {
 			if err != nil {
 				h.fail("pool: %v", err)
 				c.Drop()
-				continue
+				return
 			}
 			b.Bytes = b.Bytes[:cnt]
 			pattern(b.Bytes, int(c.XID()))
 			m.Append(Piece{Data: put32s(c.XID(), uint32(cnt))})
 			m.Append(Piece{Data: b.Bytes, Item: true, Buf: b})
 			m.Append(Piece{Data: put32s(trailerWord)})
-			if err := c.Reply(&m); err != nil {
+			if err := c.Reply(m); err != nil {
 				h.fail("reply: %v", err)
 			}
 		case opWrite:
@@ -249,7 +265,7 @@ func (h *toyHandler) worker() {
 				h.writeHook(item)
 			}
 			m.Append(Piece{Data: put32s(c.XID(), 0, sum32(item))})
-			if err := c.Reply(&m); err != nil {
+			if err := c.Reply(m); err != nil {
 				h.fail("reply: %v", err)
 			}
 		case opBig:
@@ -257,7 +273,7 @@ func (h *toyHandler) worker() {
 			body := patterned(cnt, int(c.XID()))
 			m.Append(Piece{Data: put32s(c.XID(), uint32(cnt))})
 			m.Append(Piece{Data: body})
-			if err := c.Reply(&m); err != nil {
+			if err := c.Reply(m); err != nil {
 				h.fail("reply: %v", err)
 			}
 		case opEcho:
@@ -270,7 +286,7 @@ func (h *toyHandler) worker() {
 			m.Append(Piece{Data: patterned(a, 1), Item: true})
 			m.Append(Piece{Data: patterned(bn, 2), Item: true})
 			m.Append(Piece{Data: put32s(trailerWord)})
-			if err := c.Reply(&m); err != nil {
+			if err := c.Reply(m); err != nil {
 				h.fail("reply: %v", err)
 			}
 		case opHold:
@@ -332,8 +348,10 @@ type pairOpts struct {
 	rcfg    ResponderConfig
 	qcfg    RequesterConfig
 	workers int
-	// rawDial, when set, replaces DialRequester (bad-input tests).
+	// noRequester: the test dials with a raw client (bad-input tests).
 	noRequester bool
+	// inline: the handler answers within ServeCall.
+	inline bool
 }
 
 func newEnginePair(t testing.TB, o pairOpts) *enginePair {
@@ -345,6 +363,7 @@ func newEnginePair(t testing.TB, o pairOpts) *enginePair {
 		o.workers = 4
 	}
 	p.h = newToyHandler(t, p.srv.pool, o.workers)
+	p.h.inline = o.inline
 	ln, err := p.srv.dev.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

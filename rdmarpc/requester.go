@@ -42,6 +42,10 @@ type RequesterConfig struct {
 	Metrics RequesterMetrics
 	// ConnectTimeout bounds connection setup (default 10 s).
 	ConnectTimeout time.Duration
+	// ReserveCredits are kept from ordinary calls for CallReserved
+	// (default 0): ordinary calls stop at the grant less this, though
+	// they may always have one call in flight.
+	ReserveCredits int
 }
 
 func (c *RequesterConfig) setDefaults() {
@@ -147,6 +151,7 @@ type rrecv struct {
 // reqCtxt states, guarded by conn.mu.
 const (
 	reqFree    = iota
+	reqBusy    // taken by a Call that is marshaling it
 	reqWaiting // sent, the caller waits for the reply
 	reqReplied // the reply (or an error) is in; the caller holds it
 	reqAbandon // the caller gave up; the loop finishes it when the reply comes
@@ -172,9 +177,10 @@ type RequesterConn struct {
 	free     []*reqCtxt
 	reqs     []reqCtxt
 	recvs    []rrecv
-	wake     notifier
-	sendsOut int  // Sends posted and not completed
-	drained  bool // the loop has failed the calls in flight; no more
+	wake     notifier // ordinary callers waiting for a credit
+	wakeRes  notifier // CallReserved callers waiting for a credit
+	sendsOut int      // Sends posted and not completed
+	drained  bool     // the loop has failed the calls in flight; no more
 
 	dead     chan struct{}
 	deadOnce sync.Once
@@ -190,7 +196,7 @@ type RequesterConn struct {
 func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg RequesterConfig) (*RequesterConn, error) {
 	cfg.setDefaults()
 	c := &RequesterConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool, granted: 1,
-		wake: newNotifier(), dead: make(chan struct{}), loopDone: make(chan struct{})}
+		wake: newNotifier(), wakeRes: newNotifier(), dead: make(chan struct{}), loopDone: make(chan struct{})}
 	if err := c.setup(ctx, dev, addr); err != nil {
 		c.fail(err)
 		close(c.loopDone)
@@ -332,7 +338,15 @@ func (c *RequesterConn) fail(err error) {
 
 // acquire takes a credit and a context, waiting while the grant is used
 // up, bounded by ctx.
-func (c *RequesterConn) acquire(ctx context.Context) (*reqCtxt, error) {
+// Ordinary calls may use the grant less ReserveCredits (but at least
+// one credit); CallReserved may use all of it. Each kind of waiter has a
+// notifier of its own, so a wake-up meant for one is never swallowed by
+// the other.
+func (c *RequesterConn) acquire(ctx context.Context, reserved bool) (*reqCtxt, error) {
+	wake := c.wake
+	if reserved {
+		wake = c.wakeRes
+	}
 	for {
 		c.mu.Lock()
 		if c.isDead() {
@@ -340,26 +354,38 @@ func (c *RequesterConn) acquire(ctx context.Context) (*reqCtxt, error) {
 			c.mu.Unlock()
 			return nil, err
 		}
-		if c.inflight < c.granted && len(c.free) > 0 {
+		limit := c.granted
+		if !reserved {
+			limit = max(c.granted-c.cfg.ReserveCredits, 1)
+		}
+		if c.inflight < limit && len(c.free) > 0 {
 			x := c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 			c.inflight++
 			x.holdsCredit = true
-			more := c.inflight < c.granted && len(c.free) > 0
+			x.state = reqBusy
+			more := c.inflight < limit && len(c.free) > 0
 			c.mu.Unlock()
 			if more {
-				c.wake.signal()
+				wake.signal()
 			}
 			return x, nil
 		}
 		c.mu.Unlock()
 		select {
-		case <-c.wake:
+		case <-wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-c.dead:
 		}
 	}
+}
+
+// signalCredit wakes both kinds of waiters after a credit or a context
+// came free or the grant grew.
+func (c *RequesterConn) signalCredit() {
+	c.wake.signal()
+	c.wakeRes.signal()
 }
 
 // Call sends msg and waits for its reply, which it puts in r (release it
@@ -377,10 +403,21 @@ func (c *RequesterConn) acquire(ctx context.Context) (*reqCtxt, error) {
 // longer read msg) and returns ctx.Err(); the credit stays in use until
 // the reply arrives or the connection ends.
 func (c *RequesterConn) Call(ctx context.Context, msg *Message, plan *ReplyPlan, r *Result) error {
+	return c.call(ctx, msg, plan, r, false)
+}
+
+// CallReserved is Call allowed to use the RequesterConfig.ReserveCredits
+// credits ordinary calls leave free: for calls that must get through
+// while the connection is busy (a keep-alive NULL ping, say).
+func (c *RequesterConn) CallReserved(ctx context.Context, msg *Message, plan *ReplyPlan, r *Result) error {
+	return c.call(ctx, msg, plan, r, true)
+}
+
+func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan, r *Result, reserved bool) error {
 	if r.x != nil {
 		return errors.New("rdmarpc: Call with a Result not yet released")
 	}
-	x, err := c.acquire(ctx)
+	x, err := c.acquire(ctx, reserved)
 	if err != nil {
 		return err
 	}
@@ -395,7 +432,7 @@ func (c *RequesterConn) Call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	}
 	c.mu.Lock()
 	for i := range c.reqs {
-		if o := &c.reqs[i]; o != x && o.state != reqFree && o.xid == msg.XID {
+		if o := &c.reqs[i]; o != x && (o.state == reqWaiting || o.state == reqAbandon) && o.xid == msg.XID {
 			c.mu.Unlock()
 			x.unregister()
 			x.releaseBufs()
@@ -427,7 +464,11 @@ func (c *RequesterConn) Call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		x.sendPending = false
 		c.sendsOut--
 		c.mu.Unlock()
-		c.fail(fmt.Errorf("%w: posting call: %v", ErrConnClosed, err))
+		if qe := c.qpErr(); qe != ErrConnClosed {
+			c.fail(qe)
+		} else {
+			c.fail(fmt.Errorf("%w: posting call: %v", ErrConnClosed, err))
+		}
 	} else {
 		c.met.CallSent(kind, inline, exposed)
 	}
@@ -486,7 +527,7 @@ func (c *RequesterConn) putLocked(x *reqCtxt) {
 			x.sendBuf = nil
 		}
 	}
-	c.wake.signal()
+	c.signalCredit()
 }
 
 // loop owns the completion queue: Send completions and replies.
@@ -519,12 +560,14 @@ func (c *RequesterConn) loop() {
 	c.drain()
 }
 
+// qpErr is why the queue pair failed, wrapping ErrConnClosed; the bare
+// ErrConnClosed when it has not (yet) said.
 func (c *RequesterConn) qpErr() error {
+	if err := c.qp.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
 	select {
 	case <-c.qp.Done():
-		if err := c.qp.Err(); err != nil {
-			return fmt.Errorf("%w: %v", ErrConnClosed, err)
-		}
 		return fmt.Errorf("%w: disconnected", ErrConnClosed)
 	default:
 		return ErrConnClosed
@@ -568,7 +611,7 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 				x.sendBuf = nil
 			}
 			c.mu.Unlock()
-			c.wake.signal()
+			c.signalCredit()
 			return
 		}
 		c.mu.Unlock()
@@ -660,9 +703,10 @@ func (c *RequesterConn) release() {
 		c.qp.Close()
 	}
 	c.mu.Lock()
-	for i := range c.reqs {
-		x := &c.reqs[i]
-		if x.sendBuf != nil && x.state == reqFree {
+	// Only contexts in the free list are idle; the others give their
+	// buffer back when they are put back (putLocked, after the end).
+	for _, x := range c.free {
+		if x.sendBuf != nil {
 			x.sendBuf.Release()
 			x.sendBuf = nil
 		}

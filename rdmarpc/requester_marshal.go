@@ -335,7 +335,7 @@ func (c *RequesterConn) deliver(x *reqCtxt) {
 func (c *RequesterConn) grantLocked(credit uint32) {
 	g := min(max(int(credit), 1), c.cfg.Credits)
 	if g > c.granted {
-		defer c.wake.signal()
+		defer c.signalCredit()
 	}
 	c.granted = g
 }

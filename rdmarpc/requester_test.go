@@ -131,15 +131,18 @@ func startRawServer(t *testing.T, script func(s *rawServer, xid uint32, call []b
 		t.Fatal(err)
 	}
 	s := &rawServer{mr: mr, mem: mem, cq: cq}
-	done := make(chan struct{})
+	done, ready := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		req, err := ln.Accept(context.Background())
 		ln.Close()
 		if err != nil {
+			close(ready)
 			return
 		}
-		if s.conn, err = req.Accept(verbs.ConnOptions{PD: pd, SendCQ: cq, RecvCQ: cq, PrivateData: linuxPrivateData}); err != nil {
+		s.conn, err = req.Accept(verbs.ConnOptions{PD: pd, SendCQ: cq, RecvCQ: cq, PrivateData: linuxPrivateData})
+		close(ready)
+		if err != nil {
 			return
 		}
 		for i := range 8 {
@@ -166,6 +169,8 @@ func startRawServer(t *testing.T, script func(s *rawServer, xid uint32, call []b
 		}
 	}()
 	t.Cleanup(func() {
+		ln.Close()
+		<-ready
 		if s.conn != nil {
 			s.conn.Close()
 		}
@@ -314,4 +319,52 @@ func TestRequesterMarshalErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Release()
+}
+
+// ReserveCredits keeps credits from ordinary calls for CallReserved.
+func TestRequesterReservedCredits(t *testing.T) {
+	p := newEnginePair(t, pairOpts{rcfg: ResponderConfig{Credits: 3}, qcfg: RequesterConfig{ReserveCredits: 1}})
+	r, err := p.call(readCallMsg(1, 1), nil) // learn the grant: 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	done := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			var r Result
+			err := p.req.Call(context.Background(), &Message{XID: uint32(10 + i), Pieces: []Piece{{Data: put32s(uint32(10+i), opHold)}}}, nil, &r)
+			if err == nil {
+				r.Release()
+			}
+			done <- err
+		}()
+	}
+	waitFor(t, 5*time.Second, "2 held calls", func() bool {
+		p.h.mu.Lock()
+		defer p.h.mu.Unlock()
+		return len(p.h.held) == 2
+	})
+	// Ordinary calls are at grant - reserve = 2: a third waits...
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	var r2 Result
+	err = p.req.Call(ctx, readCallMsg(20, 1), nil, &r2)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ordinary call past the reserve: %v", err)
+	}
+	// ...while a reserved one goes through.
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.req.CallReserved(ctx, readCallMsg(21, 1), nil, &r2); err != nil {
+		t.Fatalf("reserved call: %v", err)
+	}
+	checkRead(t, &r2, 21, 1, false)
+	r2.Release()
+	p.h.releaseHeld(false)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -82,11 +82,11 @@ type Handler interface {
 	// pool Buffer; the XDR round-up is added by AppendVec), Long calls
 	// reassembled from the Position-Zero Read chunk. It must hand off
 	// quickly and never block on the network. The handler later calls
-	// exactly one of call.Reply or call.Drop, from another goroutine
-	// (Reply may wait for send resources that only the connection's
-	// goroutine frees, so calling it from within ServeCall can deadlock
-	// under load); after that the Call and its Msg belong to the engine
-	// again.
+	// exactly one of call.Reply or call.Drop, from any goroutine; after
+	// that the Call and its Msg belong to the engine again. Reply from
+	// within ServeCall (say, to reject garbage at once) works but never
+	// waits for send resources: when none is free the reply is dropped
+	// and counted. Replies from other goroutines wait for them.
 	ServeCall(call *Call)
 }
 
@@ -126,6 +126,12 @@ type ResponderConn struct {
 	// Owned by the Serve goroutine.
 	readQ    []*Call // calls with RDMA Reads still to issue, FIFO
 	readsOut int
+	// delivering is the call inside Handler.ServeCall right now: a Reply
+	// to it runs on the Serve goroutine and must not wait for resources
+	// that only this goroutine frees.
+	delivering atomic.Pointer[Call]
+	readWR     verbs.SendWR
+	readSGE    [1]verbs.SGE
 	// readsPeak is the most RDMA Reads ever in flight at once.
 	readsPeak atomic.Int32
 	wcs       [wcBatch]verbs.WC
@@ -307,11 +313,11 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 
 // qpErr is why the queue pair ended, as an error wrapping ErrConnClosed.
 func (c *ResponderConn) qpErr() error {
+	if err := c.qp.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
 	select {
 	case <-c.qp.Done():
-		if err := c.qp.Err(); err != nil {
-			return fmt.Errorf("%w: %v", ErrConnClosed, err)
-		}
 		return fmt.Errorf("%w: peer disconnected", ErrConnClosed)
 	default:
 		return nil

@@ -76,6 +76,7 @@ var (
 	errChunkTooBig  = errors.New("Read chunk larger than the largest registered buffer")
 	errPositionPast = errors.New("Read chunk Position beyond the inline payload")
 	errPositionBack = errors.New("Read chunk Position inside the previous chunk")
+	errNoRPC        = errors.New("no RPC message: fewer than 4 bytes, not even an XID")
 )
 
 func (c *ResponderConn) postRecv(r *recvCtxt) error {
@@ -121,6 +122,11 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	c.recvMu.Lock()
 	r.posted = false
 	c.recvMu.Unlock()
+	if c.isDead() {
+		// Collected while draining: no answer could be sent.
+		c.repost(r)
+		return
+	}
 	call := &r.call
 	data := r.buf.Bytes[:n]
 	hlen, err := call.Header.Decode(data, c.cfg.Limits)
@@ -261,6 +267,9 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 		consumed += int64(l) + int64(padLen(int(l)))
 		prevOff = off
 	}
+	if int64(inlineLen)+consumed < 4 {
+		return errNoRPC
+	}
 	for _, l := range call.chunkLens {
 		var b *Buffer
 		if l > 0 {
@@ -316,11 +325,12 @@ func (c *ResponderConn) issueReads() {
 		}
 		b := call.chunkBufs[call.curChunk]
 		l := int(s.Length)
-		var sge [1]verbs.SGE
-		sge[0] = b.SGE(call.segOff, l)
-		wr := verbs.SendWR{ID: wrRead | uint64(call.rc.idx), Op: verbs.OpRDMARead, SGL: sge[:],
+		// One request and SGE reused for every Read: the provider keeps
+		// neither after PostSend returns, and a local would escape.
+		c.readSGE[0] = b.SGE(call.segOff, l)
+		c.readWR = verbs.SendWR{ID: wrRead | uint64(call.rc.idx), Op: verbs.OpRDMARead, SGL: c.readSGE[:],
 			Signal: true, RemoteAddr: s.Offset, RKey: s.Handle}
-		if err := c.qp.PostSend(&wr); err != nil {
+		if err := c.qp.PostSend(&c.readWR); err != nil {
 			c.sq.put(1)
 			if qe := c.qpErr(); qe != nil {
 				c.fail(qe)
@@ -377,7 +387,9 @@ func (c *ResponderConn) deliver(call *Call) {
 	m.Append(Piece{Data: src[prev:], Buf: srcBuf})
 	call.state.Store(callHandler)
 	c.met.CallReceived(call.kind, len(call.inline), call.chunkSum)
+	c.delivering.Store(call)
 	c.handler.ServeCall(call)
+	c.delivering.Store(nil)
 }
 
 // abortCall releases a call that never reached the handler (teardown).

@@ -16,6 +16,11 @@ import (
 // errCallAnswered is returned by Reply or Drop on a call already answered.
 var errCallAnswered = errors.New("rdmarpc: call already answered or dropped")
 
+// ErrNoResources: a reply from within Handler.ServeCall found no send
+// context, send-queue slot or registered buffer free and was dropped (or
+// the pool could not provide a reply header buffer).
+var ErrNoResources = errors.New("rdmarpc: no send resources for the reply")
+
 // Reasons a reply is replaced by ERR_CHUNK.
 var (
 	errWriteChunkTooSmall = errors.New("reply item larger than its Write chunk")
@@ -260,15 +265,19 @@ func (c *ResponderConn) buildError(s *sendCtxt, code ErrorCode, xid, vers, credi
 // copied (inline content into the Send buffer; DDP items and Reply chunk
 // content into a staging pool buffer).
 //
-// Reply returns an error only when the reply could not be queued because
-// the connection has ended (or the call was already answered); the call's
-// resources are released either way.
+// Reply returns an error only when the reply could not be queued: the
+// connection has ended (ErrConnClosed), the call was already answered, or
+// (ErrNoResources) a Reply from within ServeCall found no send resources
+// free; the call's resources are released either way.
 func (call *Call) Reply(msg *Message) error {
 	c := call.conn
 	if !call.state.CompareAndSwap(callHandler, callDone) {
 		return errCallAnswered
 	}
-	s := c.getSend(true)
+	// Inside ServeCall we are on the goroutine that frees send contexts
+	// and send-queue slots: waiting for one there would never end.
+	wait := c.delivering.Load() != call
+	s := c.getSend(wait)
 	if s == nil {
 		c.disown(call, msg)
 		c.endCall(call)
@@ -276,7 +285,7 @@ func (call *Call) Reply(msg *Message) error {
 			return c.closedErr()
 		}
 		c.met.Dropped(DropNoResources)
-		return fmt.Errorf("rdmarpc: reply to xid 0x%08x: no registered buffer for the reply header: %w", call.Header.XID, ErrPoolExhausted)
+		return fmt.Errorf("rdmarpc: reply to xid 0x%08x dropped: no send context or registered buffer free: %w", call.Header.XID, ErrNoResources)
 	}
 	kind, written, err := c.buildReply(s, call, msg)
 	if err != nil {
@@ -284,10 +293,14 @@ func (call *Call) Reply(msg *Message) error {
 		c.buildError(s, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
 		kind, written = ReplyError, 0
 	}
-	if !c.sq.take(s.slots, c.dead) {
+	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
 		c.putSend(s)
 		c.endCall(call)
-		return c.closedErr()
+		if c.isDead() {
+			return c.closedErr()
+		}
+		c.met.Dropped(DropNoResources)
+		return fmt.Errorf("rdmarpc: reply to xid 0x%08x dropped: send queue full: %w", call.Header.XID, ErrNoResources)
 	}
 	// The receive goes back before the reply leaves, so the requester,
 	// which may send its next call as soon as it sees this reply, always

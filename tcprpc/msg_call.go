@@ -65,18 +65,10 @@ func (h *CallHeader) decode(d *xdr.Decoder) (int, error) {
 	start := d.Offset()
 	*h = CallHeader{}
 	var err error
-	if h.XID, err = d.Uint32(); err != nil {
-		return 0, &HeaderError{Field: "xid", Offset: start, Err: err}
+	if h.XID, err = decodeXIDType(d, Call); err != nil {
+		return 0, err
 	}
 	at := d.Offset()
-	mt, err := d.Uint32()
-	if err != nil {
-		return 0, &HeaderError{Field: "msg_type", Offset: at, Err: err}
-	}
-	if MsgType(mt) != Call {
-		return 0, &HeaderError{Field: "msg_type", Offset: at, Value: mt, Err: ErrNotCall}
-	}
-	at = d.Offset()
 	if h.RPCVers, err = d.Uint32(); err != nil {
 		return 0, &HeaderError{Field: "rpcvers", Offset: at, Err: err}
 	}
@@ -146,4 +138,28 @@ func PeekMsgType(b []byte) (xid uint32, mt MsgType, err error) {
 		return xid, MsgType(v), &HeaderError{Field: "msg_type", Offset: 4, Value: v, Err: ErrBadMsgType}
 	}
 	return xid, MsgType(v), nil
+}
+
+// decodeXIDType reads the two words every RPC message starts with, xid
+// and msg_type, and checks msg_type is want. The xid is returned even when
+// msg_type is wrong, so the caller can still answer or count the message.
+func decodeXIDType(d *xdr.Decoder, want MsgType) (uint32, error) {
+	start := d.Offset()
+	xid, err := d.Uint32()
+	if err != nil {
+		return 0, &HeaderError{Field: "xid", Offset: start, Err: err}
+	}
+	at := d.Offset()
+	mt, err := d.Uint32()
+	if err != nil {
+		return xid, &HeaderError{Field: "msg_type", Offset: at, Err: err}
+	}
+	if MsgType(mt) != want {
+		notErr := ErrNotCall
+		if want == Reply {
+			notErr = ErrNotReply
+		}
+		return xid, &HeaderError{Field: "msg_type", Offset: at, Value: mt, Err: notErr}
+	}
+	return xid, nil
 }

@@ -92,18 +92,10 @@ func (h *ReplyHeader) decode(d *xdr.Decoder) (int, error) {
 	start := d.Offset()
 	*h = ReplyHeader{}
 	var err error
-	if h.XID, err = d.Uint32(); err != nil {
-		return 0, &HeaderError{Field: "xid", Offset: start, Err: err}
+	if h.XID, err = decodeXIDType(d, Reply); err != nil {
+		return 0, err
 	}
 	at := d.Offset()
-	mt, err := d.Uint32()
-	if err != nil {
-		return 0, &HeaderError{Field: "msg_type", Offset: at, Err: err}
-	}
-	if MsgType(mt) != Reply {
-		return 0, &HeaderError{Field: "msg_type", Offset: at, Value: mt, Err: ErrNotReply}
-	}
-	at = d.Offset()
 	stat, err := d.Uint32()
 	if err != nil {
 		return 0, &HeaderError{Field: "reply_stat", Offset: at, Err: err}

@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 10s
 
-.PHONY: build build-ibverbs test fuzz bench vet deps lab-verbs clean
+.PHONY: build build-ibverbs test fuzz bench vet deps lab-verbs e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/rdmagw ./cmd/rdmagw
@@ -32,6 +32,11 @@ bench:
 # QEMU lab.
 lab-verbs:
 	e2e/lab/verbs-conformance.sh
+
+# The kernel lab end to end (e2e/README.md): the Linux NFS client and
+# knfsd over soft-RoCE in a QEMU guest, directly and through the gateway.
+e2e:
+	e2e/run.sh
 
 clean:
 	rm -rf bin

@@ -10,7 +10,7 @@
 #           qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
 #           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
 #           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
-#           librdmacm-dev busybox-static (+ gcc libc6-dev pkg-config for cgo)
+#           librdmacm-dev busybox-static fio (+ gcc libc6-dev pkg-config for cgo)
 #   --all   both
 #   --dry-run  only print what is missing
 #
@@ -28,7 +28,7 @@ TEST_PKGS=(tshark tcpdump nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
 LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
-          librdmacm-dev busybox-static gcc libc6-dev pkg-config)
+          librdmacm-dev busybox-static gcc libc6-dev pkg-config fio)
 
 mode=test dry=0
 for a in "$@"; do

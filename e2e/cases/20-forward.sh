@@ -1,0 +1,51 @@
+#!/bin/bash
+# 20-forward.sh - the gateway's main job, end to end with real Linux peers:
+# the guest kernel's NFS client (xprtrdma over rxe0) -> rdmagw (host-built
+# bin/rdmagw-ibverbs, provider ibverbs, on $RXE_IP:20049) -> the guest's
+# knfsd over TCP on 127.0.0.1:2049. The same data suite as the baselines on
+# NFSv3 (MOUNT straight to knfsd's mountd: mountport/mountproto=tcp, until
+# the gateway relays MOUNT), NFSv4.0, 4.1 and 4.2. Then the gateway's
+# /metrics: RDMA-Read (read_chunk) bytes must match what the case wrote,
+# RDMA-Write (write_chunk) bytes what it read, within protocol overhead.
+# Without a gateway binary that has a "serve" subcommand: RESULT forward SKIP.
+# e2e-timeout: 900  (run.sh: limit for this case's guest)
+. "$E2E_VM/lib.sh"
+VERSIONS=${E2E_VERSIONS:-3 4.0 4.1 4.2}
+if ! gw_binary > /dev/null; then
+    result forward SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
+    exit 0
+fi
+tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
+tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"   # TCP only: 20049 is the gateway's
+if ! check gw_start start_gateway; then stop_bg; exit 1; fi
+gw_scrape .start
+for v in $VERSIONS; do
+    # soft: a stuck gateway must turn into EIO and a FAIL, not a task
+    # blocked in the kernel until the guest's time limit
+    opts="vers=$v,proto=rdma,port=20049,${E2E_FW_OPTS:-soft,timeo=150,retrans=2}"; path=/
+    [ "$v" = 3 ] && { opts="$opts,nolock,mountport=$MOUNTD_PORT,mountproto=tcp"; path=$NFS_EXPORT; }
+    nfs_suite "gw_v${v/./}" "$RXE_IP:$path" "$opts"
+done
+
+# ---- the gateway's metrics must account for the bytes the case moved ------
+chk_metrics() {
+    gw_scrape || { echo "scrape failed"; return 1; }
+    local rc0 wc0 rc1 wc1 rd wr ok=0
+    rc0=$(gw_metric read_chunk in "$OUT/metrics.start.txt"); wc0=$(gw_metric write_chunk out "$OUT/metrics.start.txt")
+    rc1=$(gw_metric read_chunk in); wc1=$(gw_metric write_chunk out)
+    rd=$((rc1 - rc0)); wr=$((wc1 - wc0))
+    # within: -3 % (small WRITEs travel inline) .. +3 % + 1 MiB (READLINK
+    # results, XDR round-up) of the payload bytes the suite moved
+    inrange() { awk -v m="$1" -v e="$2" 'BEGIN{exit !(m >= e*0.97 - 65536 && m <= e*1.03 + 1048576)}'; }
+    echo "  read_chunk  (in)  $rd bytes; the case wrote $NFS_BYTES_WRITTEN"
+    echo "  write_chunk (out) $wr bytes; the case read  $NFS_BYTES_READ"
+    inrange "$rd" "$NFS_BYTES_WRITTEN" || { echo "  read_chunk bytes do not match the bytes written"; ok=1; }
+    inrange "$wr" "$NFS_BYTES_READ" || { echo "  write_chunk bytes do not match the bytes read"; ok=1; }
+    grep -E '^rdmagw_bytes_total' "$OUT/metrics.txt" | sed 's/^/  /'
+    return $ok
+}
+check gw_metrics chk_metrics
+kill -0 "$GW_PID" 2>/dev/null || { result gw_alive FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
+[ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 30 "$OUT/gateway.log"; }
+stop_bg
+exit $((FAILS > 0))

@@ -6,6 +6,7 @@
 #   --test  (default) real-peer tests over TCP and packet decoding:
 #           tshark tcpdump nfs-ganesha(+vfs, mem, proxy-v4) libnfs-utils libnfs-dev
 #           plus the C toolchain for cgo / libnfs probes (gcc libc6-dev pkg-config)
+#           and prometheus (for promtool, which checks deploy/prometheus rules)
 #   --lab   the rdmavm QEMU lab host side (see /work/shared/rdmavm/README.md):
 #           qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
 #           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
@@ -24,7 +25,8 @@ set -euo pipefail
 
 TEST_PKGS=(tshark tcpdump nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
            nfs-ganesha-proxy-v4 libnfs-utils libnfs-dev
-           gcc libc6-dev pkg-config python3)
+           gcc libc6-dev pkg-config python3
+           prometheus)   # promtool: checks and unit-tests deploy/prometheus rules
 LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev

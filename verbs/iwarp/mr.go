@@ -25,6 +25,16 @@ import (
 // the rkey of a region are the same STag; the rkey is 0 when the region
 // grants no remote access. Tagged offsets are virtual addresses (MR.Addr
 // is the address of Bytes()[0]).
+//
+// Each slot keeps its *mr for good: Deregister puts the slot (and with it
+// the object) on the device's free list and Register takes it back with
+// the next key, so registering in steady state allocates nothing (the
+// requester registers per RPC). The consequence for users: an MR must not
+// be used after Deregister returned, as with ibv_dereg_mr; its object may
+// already stand for a later registration. Inside the provider, whoever
+// finds a region by STag checks under m.use that it is still live with
+// that STag (acquire, txState.holdMR): the object may have been retired
+// and reused in between.
 
 const maxMRIndex = 1<<24 - 1
 
@@ -33,7 +43,8 @@ type device struct {
 	info verbs.DeviceInfo
 
 	mu     sync.RWMutex
-	mrs    []*mr   // by STag index; slot 0 unused so no STag is 0
+	mrs    []*mr   // by STag index: the live region or nil; slot 0 unused so no STag is 0
+	objs   []*mr   // by STag index: the slot's object, live or not
 	keys   []uint8 // last key handed out per slot
 	free   []uint32
 	closed bool
@@ -57,7 +68,9 @@ func (d *device) Close() error {
 	return nil
 }
 
-// lookup returns the live region an STag names, or nil.
+// lookup returns the region an STag names if it is live now, or nil. The
+// region may be deregistered (and its object reused) as soon as lookup
+// returns: check m.stag and m.dead under m.use before trusting any field.
 func (d *device) lookup(stag uint32) *mr {
 	idx := stag >> 8
 	d.mu.RLock()
@@ -65,8 +78,24 @@ func (d *device) lookup(stag uint32) *mr {
 	if int(idx) < len(d.mrs) {
 		m = d.mrs[idx]
 	}
+	if m != nil && m.stag != stag {
+		m = nil
+	}
 	d.mu.RUnlock()
-	if m == nil || m.stag != stag {
+	return m
+}
+
+// acquire returns the live region stag names, read-locked (m.use) so it
+// cannot be deregistered or reused until the caller's RUnlock; nil if
+// there is none.
+func (d *device) acquire(stag uint32) *mr {
+	m := d.lookup(stag)
+	if m == nil {
+		return nil
+	}
+	m.use.RLock()
+	if m.dead || m.stag != stag {
+		m.use.RUnlock()
 		return nil
 	}
 	return m
@@ -103,21 +132,32 @@ func (p *pd) Register(buf []byte, access verbs.Access) (verbs.MR, error) {
 		return nil, verbs.ErrClosed
 	}
 	var idx uint32
+	var m *mr
 	if n := len(d.free); n > 0 {
 		idx = d.free[n-1]
 		d.free = d.free[:n-1]
+		m = d.objs[idx]
 	} else {
 		if len(d.mrs) > maxMRIndex {
 			return nil, fmt.Errorf("iwarp: out of STags (%d regions)", maxMRIndex)
 		}
 		idx = uint32(len(d.mrs))
+		m = &mr{dead: true}
 		d.mrs = append(d.mrs, nil)
+		d.objs = append(d.objs, m)
 		d.keys = append(d.keys, 0)
 	}
 	d.keys[idx]++
-	m := &mr{pd: p, b: buf, access: access, stag: idx<<8 | uint32(d.keys[idx])}
+	// The object is retired: nobody holds m.use for long (a reader that
+	// takes it sees dead or another STag and lets go at once). Fields are
+	// written under both d.mu and m.use, so readers holding either see
+	// them whole.
+	m.use.Lock()
+	m.pd, m.b, m.access, m.stag = p, buf, access, idx<<8|uint32(d.keys[idx])
 	m.addr = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
 	m.remote.Store(access&(verbs.AccessRemoteRead|verbs.AccessRemoteWrite) != 0)
+	m.dead = false
+	m.use.Unlock()
 	d.mrs[idx] = m
 	return m, nil
 }
@@ -130,9 +170,10 @@ type mr struct {
 	access verbs.Access
 	remote atomic.Bool // the rkey is valid
 	// use is held shared while data is placed into or sent from the
-	// region, so Deregister cannot pull memory from under a transfer.
+	// region, so Deregister cannot pull memory from under a transfer (nor
+	// Register reuse the object).
 	use  sync.RWMutex
-	dead bool
+	dead bool // not registered (guarded by use)
 }
 
 func (m *mr) Bytes() []byte { return m.b }
@@ -157,10 +198,11 @@ func (m *mr) Deregister() error {
 		return nil
 	}
 	m.dead = true
-	m.use.Unlock()
 	d := m.pd.dev
-	d.mu.Lock()
 	idx := m.stag >> 8
+	m.use.Unlock()
+	// Only after dead is set may the slot (and the object) be reused.
+	d.mu.Lock()
 	if d.mrs[idx] == m {
 		d.mrs[idx] = nil
 		d.free = append(d.free, idx)
@@ -187,13 +229,19 @@ func (p *pd) checkSGE(s *verbs.SGE, needWrite bool) bool {
 	if len(s.Buf) == 0 {
 		return true
 	}
-	m := p.dev.lookup(s.LKey)
-	if m == nil || m.pd != p {
-		return false
-	}
-	if needWrite && m.access&verbs.AccessLocalWrite == 0 {
-		return false
-	}
 	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(s.Buf))))
-	return start >= m.addr && start+uint64(len(s.Buf)) <= m.addr+uint64(len(m.b))
+	d := p.dev
+	idx := s.LKey >> 8
+	// Under d.mu the fields of a live region are stable (Register writes
+	// them under it).
+	d.mu.RLock()
+	var m *mr
+	if int(idx) < len(d.mrs) {
+		m = d.mrs[idx]
+	}
+	ok := m != nil && m.stag == s.LKey && m.pd == p &&
+		(!needWrite || m.access&verbs.AccessLocalWrite != 0) &&
+		start >= m.addr && start+uint64(len(s.Buf)) <= m.addr+uint64(len(m.b))
+	d.mu.RUnlock()
+	return ok
 }

@@ -99,7 +99,7 @@ func (p *provider) Name() string { return "iwarp" }
 // Open returns a software device. addr only names the interface for Info;
 // connections may use any local address.
 func (p *provider) Open(addr string) (verbs.Device, error) {
-	d := &device{cfg: p.cfg, mrs: make([]*mr, 1, 64), keys: make([]uint8, 1, 64)}
+	d := &device{cfg: p.cfg, mrs: make([]*mr, 1, 64), objs: make([]*mr, 1, 64), keys: make([]uint8, 1, 64)}
 	d.info = verbs.DeviceInfo{Name: "iwarp-go", Provider: "iwarp", Transport: "iWARP", Netdevs: netdevsFor(addr)}
 	return d, nil
 }

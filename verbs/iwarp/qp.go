@@ -54,6 +54,7 @@ type irqEntry struct {
 	sinkSTag uint32
 	sinkTO   uint64
 	m        *mr
+	stag     uint32 // m's STag when the request was checked (m may be reused since)
 	off, n   int
 }
 

@@ -96,13 +96,8 @@ func (x *rxState) scatter(sgl []verbs.SGE, off, n int) (ok bool, err error) {
 			continue
 		}
 		take := min(len(b)-off, n)
-		m := x.c.dev.lookup(sgl[i].LKey)
+		m := x.c.dev.acquire(sgl[i].LKey)
 		if m == nil {
-			return false, nil
-		}
-		m.use.RLock()
-		if m.dead {
-			m.use.RUnlock()
 			return false, nil
 		}
 		err := x.place(b[off : off+take])
@@ -255,25 +250,32 @@ func (x *rxState) write(plen int) error {
 		// its STag is not validated.
 		return x.trailer()
 	}
-	m := c.dev.lookup(h.STag)
-	switch {
-	case m == nil || !m.remote.Load():
+	// Held from the checks to the end of the placement: neither
+	// Deregister nor a reuse of the object can come in between.
+	m := c.dev.acquire(h.STag)
+	if m == nil {
 		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, "invalid STag")
+	}
+	var err error
+	switch {
+	case !m.remote.Load():
+		err = x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, "invalid STag")
 	case m.pd != c.pd:
-		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedSTagNotAsso, nil, "STag of another protection domain")
+		err = x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedSTagNotAsso, nil, "STag of another protection domain")
 	case m.access&verbs.AccessRemoteWrite == 0:
-		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, nil, "region is not remote-writable")
+		err = x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, nil, "region is not remote-writable")
+	}
+	if err != nil {
+		m.use.RUnlock()
+		return err
 	}
 	off, code, ok := m.rangeCheck(h.TO, plen)
 	if !ok {
-		return x.terminate(LayerDDP, DDPTaggedBuffer, code, nil, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", plen, h.TO, m.addr, m.addr+uint64(len(m.b))))
-	}
-	m.use.RLock()
-	if m.dead {
+		lo, hi := m.addr, m.addr+uint64(len(m.b))
 		m.use.RUnlock()
-		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, "region deregistered")
+		return x.terminate(LayerDDP, DDPTaggedBuffer, code, nil, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", plen, h.TO, lo, hi))
 	}
-	err := x.place(m.b[off : off+plen])
+	err = x.place(m.b[off : off+plen])
 	m.use.RUnlock()
 	if err != nil {
 		return err
@@ -330,6 +332,36 @@ func (x *rxState) readResponse(plen int) error {
 	return nil
 }
 
+// checkReadSource validates the source of a Read Request and records the
+// region in ie (tx checks again that it is the same registration when it
+// sends the response).
+func (x *rxState) checkReadSource(rr *readRequest, ie *irqEntry) error {
+	c := x.c
+	m := c.dev.acquire(rr.SrcSTag)
+	if m == nil {
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPInvalidSTag, rr, "invalid source STag")
+	}
+	defer m.use.RUnlock()
+	switch {
+	case !m.remote.Load():
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPInvalidSTag, rr, "invalid source STag")
+	case m.pd != c.pd:
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPSTagNotAssoc, rr, "source STag of another protection domain")
+	case m.access&verbs.AccessRemoteRead == 0:
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, rr, "region is not remote-readable")
+	}
+	off, code, ok := m.rangeCheck(rr.SrcTO, int(rr.Size))
+	if !ok {
+		c := uint8(RDMAPBaseBounds)
+		if code == DDPTaggedTOWrap {
+			c = RDMAPTOWrap
+		}
+		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, c, rr, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", rr.Size, rr.SrcTO, m.addr, m.addr+uint64(len(m.b))))
+	}
+	ie.m, ie.stag, ie.off = m, rr.SrcSTag, off
+	return nil
+}
+
 // readRequest queues the answer to a peer's RDMA Read Request.
 func (x *rxState) readRequest(plen int) error {
 	c, h := x.c, &x.h
@@ -351,24 +383,9 @@ func (x *rxState) readRequest(plen int) error {
 	rr.parse(p)
 	ie := irqEntry{sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, n: int(rr.Size)}
 	if rr.Size > 0 {
-		m := c.dev.lookup(rr.SrcSTag)
-		switch {
-		case m == nil || !m.remote.Load():
-			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPInvalidSTag, &rr, "invalid source STag")
-		case m.pd != c.pd:
-			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPSTagNotAssoc, &rr, "source STag of another protection domain")
-		case m.access&verbs.AccessRemoteRead == 0:
-			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, RDMAPAccessRights, &rr, "region is not remote-readable")
+		if err := x.checkReadSource(&rr, &ie); err != nil {
+			return err
 		}
-		off, code, ok := m.rangeCheck(rr.SrcTO, int(rr.Size))
-		if !ok {
-			c := uint8(RDMAPBaseBounds)
-			if code == DDPTaggedTOWrap {
-				c = RDMAPTOWrap
-			}
-			return x.terminate(LayerRDMAP, RDMAPRemoteProtection, c, &rr, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", rr.Size, rr.SrcTO, m.addr, m.addr+uint64(len(m.b))))
-		}
-		ie.m, ie.off = m, off
 	}
 	c.mu.Lock()
 	if c.irqTail-c.irqHead >= uint64(len(c.irq)) || c.neg.ird == 0 {
@@ -431,14 +448,19 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 	}
 	x.msn[qnSend]++
 	if op == opSendInv || op == opSendSEInv {
-		m := c.dev.lookup(h.InvSTag)
-		if m == nil || m.pd != c.pd {
+		m := c.dev.acquire(h.InvSTag)
+		if m != nil && m.pd != c.pd {
+			m.use.RUnlock()
+			m = nil
+		}
+		if m == nil {
 			c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPRemoteOperation, Code: RDMAPCannotInvalidate, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h},
 				fmt.Sprintf("Send with Invalidate of unknown STag %#x", h.InvSTag))
 			x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
 			return errStop
 		}
 		m.remote.Store(false)
+		m.use.RUnlock()
 		x.completeRecv(verbs.StatusSuccess, end, h.InvSTag)
 		return nil
 	}

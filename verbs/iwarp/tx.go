@@ -42,7 +42,12 @@ type txState struct {
 	nrr   int
 	resp  [batchWRs]irqEntry // Read Responses taken for the batch
 	nresp int
+	rnext int // resp[rnext:nresp] are not on the wire yet
 	term  [termMaxLen]byte
+	// The stream is not at an FPDU/message boundary: a writev failed or a
+	// multi-segment message was cut off when the QP left RTS.
+	broken   bool
+	draining bool // answerReads: keep going although the QP left RTS
 }
 
 func (t *txState) init(c *conn) {
@@ -60,25 +65,48 @@ func (t *txState) flush() error {
 	_, err := t.wbuf.WriteTo(t.c.tc)
 	t.iov = t.iov[:0]
 	t.nf, t.bytes, t.nrr = 0, 0, 0
+	if err != nil {
+		t.broken = true
+	}
 	return err
+}
+
+// full reports whether the batch has no room for one more FPDU.
+func (t *txState) full() bool {
+	return t.nf == batchFPDUs || len(t.iov)+t.c.maxSGE+3 > cap(t.iov) || t.bytes >= batchBytes
+}
+
+// makeRoom flushes the batch if it has no room for one more FPDU.
+func (t *txState) makeRoom() error {
+	if !t.full() {
+		return nil
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if !t.draining && !t.c.live.Load() {
+		return errStopped
+	}
+	return nil
 }
 
 // send segments one DDP message into FPDUs. h is the first segment's
 // header (TO or MO advance per segment); the payload is either the SGL or
-// payload.
+// payload. It flushes the batch whenever it is full, also before the
+// first segment; a payload in per-batch storage (t.rrq, reset by flush)
+// must therefore fit one FPDU and be taken only after makeRoom, or a
+// later message of the new batch could overwrite it before it is written.
 func (t *txState) send(h ddpHeader, sgl []verbs.SGE, payload []byte, total int) error {
 	c := t.c
 	hl := h.Len()
 	maxPay := c.maxULPDU - hl
 	sgIdx, sgOff, mo := 0, 0, 0
 	for first := true; first || mo < total; first = false {
-		if t.nf == batchFPDUs || len(t.iov)+c.maxSGE+3 > cap(t.iov) || t.bytes >= batchBytes {
-			if err := t.flush(); err != nil {
-				return err
+		if err := t.makeRoom(); err != nil {
+			if !first {
+				t.broken = true
 			}
-			if !c.live.Load() {
-				return errStopped
-			}
+			return err
 		}
 		n := min(total-mo, maxPay)
 		seg := h
@@ -155,12 +183,18 @@ func (t *txState) sendReadRequest(msn uint32, rr *readRequest) error {
 }
 
 // queueReadRequest adds an RDMA Read Request to the batch, its body in a
-// buffer of its own that stays put until the batch is written.
+// buffer of its own that stays put until the batch is written. The slot
+// is taken after any flush the request needs (send then does not flush:
+// the request is one FPDU and the batch has room for it), so it belongs to
+// the batch that carries it.
 func (t *txState) queueReadRequest(msn uint32, rr *readRequest) error {
 	if t.nrr == len(t.rrq) {
 		if err := t.flush(); err != nil {
 			return err
 		}
+	}
+	if err := t.makeRoom(); err != nil {
+		return err
 	}
 	b := t.rrq[t.nrr][:]
 	t.nrr++
@@ -169,13 +203,20 @@ func (t *txState) queueReadRequest(msn uint32, rr *readRequest) error {
 }
 
 // holdMR read-locks m for the rest of the batch (once), so it cannot be
-// deregistered while its bytes are being sent; false if it is gone.
-func (t *txState) holdMR(m *mr) bool {
-	if !slices.Contains(t.held, m) {
-		m.use.RLock()
-		t.held = append(t.held, m)
+// deregistered (or reused) while its bytes are being sent; false if it is
+// no longer the live registration stag names. A region that fails is not
+// held: a Register reusing its object must not wait for this batch.
+func (t *txState) holdMR(m *mr, stag uint32) bool {
+	if slices.Contains(t.held, m) {
+		return !m.dead && m.stag == stag // held: stable
 	}
-	return !m.dead
+	m.use.RLock()
+	if m.dead || m.stag != stag {
+		m.use.RUnlock()
+		return false
+	}
+	t.held = append(t.held, m)
+	return true
 }
 
 // hold holds the regions of an SGL; false if one is already gone.
@@ -185,7 +226,7 @@ func (t *txState) hold(sgl []verbs.SGE) bool {
 			continue
 		}
 		m := t.c.dev.lookup(sgl[i].LKey)
-		if m == nil || !t.holdMR(m) {
+		if m == nil || !t.holdMR(m, sgl[i].LKey) {
 			return false
 		}
 	}
@@ -206,7 +247,7 @@ func (t *txState) queueReadResponse(ie *irqEntry) error {
 	if ie.n == 0 {
 		return t.send(h, nil, nil, 0)
 	}
-	if !t.holdMR(ie.m) {
+	if !t.holdMR(ie.m, ie.stag) {
 		return errors.New("iwarp: region deregistered while an RDMA Read Response was sent from it")
 	}
 	return t.send(h, nil, ie.m.b[ie.off:ie.off+ie.n], ie.n)
@@ -244,12 +285,13 @@ func (t *txState) writeBatch(from, to uint64, fence bool, fenceMSN uint32) (uint
 	c := t.c
 	defer t.release()
 	for i := range t.resp[:t.nresp] {
+		t.rnext = i // a failure at a boundary leaves this one unsent
 		if err := t.queueReadResponse(&t.resp[i]); err != nil {
 			return from, err
 		}
 	}
 	clear(t.resp[:t.nresp])
-	t.nresp = 0
+	t.nresp, t.rnext = 0, 0
 	for seq := from; seq < to; seq++ {
 		if err := t.queueWR(c.sqAt(seq)); err != nil {
 			if errors.Is(err, errLocalProtection) {
@@ -435,10 +477,15 @@ func (c *conn) txExit() {
 	c.fail(nil, nil) // no-op unless the loop ended on its own
 	c.mu.Lock()
 	term := c.term
+	orderly := c.err == nil && term == nil && c.rtrSeen
 	c.mu.Unlock()
 	t := &c.tx
 	t.iov = t.iov[:0]
-	t.nf, t.bytes = 0, 0
+	t.nf, t.bytes, t.nrr = 0, 0, 0
+	t.release()
+	if orderly && !t.broken {
+		t.answerReads()
+	}
 	if term != nil {
 		n := term.put(t.term[:])
 		if err := t.send(untagged(opTerminate, qnTerminate, 1), nil, t.term[:n], n); err == nil {
@@ -448,6 +495,47 @@ func (c *conn) txExit() {
 	c.flushSQ()
 	c.tc.CloseWrite()
 	close(c.txDone)
+}
+
+// answerReads sends, on an orderly disconnect, the Read Responses owed
+// for the Read Requests received so far (the peer's zero-length fence
+// Reads among them: like an InfiniBand ACK, they tell the peer its Sends
+// and Writes were placed, which they were). Requests arriving meanwhile
+// are left unanswered. Best effort: the write deadline fail set bounds it.
+func (t *txState) answerReads() {
+	c := t.c
+	c.mu.Lock()
+	end := c.irqTail
+	c.mu.Unlock()
+	t.draining = true
+	defer func() { t.draining = false; t.release() }()
+	for {
+		for i := t.rnext; i < t.nresp; i++ {
+			if t.queueReadResponse(&t.resp[i]) != nil {
+				// Region gone (what is queued still goes) or stream
+				// failed (broken: nothing more goes).
+				if !t.broken {
+					t.flush()
+				}
+				return
+			}
+		}
+		clear(t.resp[:t.nresp])
+		t.nresp, t.rnext = 0, 0
+		c.mu.Lock()
+		for c.irqHead < end && t.nresp < len(t.resp) {
+			i := c.irqHead % uint64(len(c.irq))
+			t.resp[t.nresp] = c.irq[i]
+			c.irq[i] = irqEntry{}
+			c.irqHead++
+			t.nresp++
+		}
+		c.mu.Unlock()
+		if t.nresp == 0 {
+			break
+		}
+	}
+	t.flush()
 }
 
 type streamError struct {

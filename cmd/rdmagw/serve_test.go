@@ -2,16 +2,23 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/xdr"
 )
 
 func TestServeCheck(t *testing.T) {
@@ -99,4 +106,152 @@ log: {format: json}
 	if !strings.Contains(errb.String(), `"@message":"stopped"`) {
 		t.Fatalf("no clean stop logged:\n%s", errb.String())
 	}
+}
+
+// freeLoopbackPort returns a loopback port free for TCP and UDP a moment
+// ago.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// pmapGetport asks the rpcbind at addr (PMAP v2 GETPORT over UDP, as
+// mount.nfs does) for the port of prog/vers over TCP.
+func pmapGetport(t *testing.T, addr string, prog, vers uint32) uint32 {
+	t.Helper()
+	h := tcprpc.CallHeader{XID: 0x5e7e, RPCVers: tcprpc.RPCVersion, Prog: 100000, Vers: 2, Proc: 3,
+		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	b := make([]byte, h.EncodedLen()+16)
+	e := xdr.NewEncoder(b)
+	if err := h.Encode(&e); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint32{prog, vers, 6 /* IPPROTO_TCP */, 0} {
+		e.PutUint32(v)
+	}
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 1024)
+	for try := 0; try < 5; try++ {
+		if _, err := c.Write(e.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			continue
+		}
+		var rh tcprpc.ReplyHeader
+		off, err := rh.Decode(buf[:n])
+		if err != nil || rh.XID != h.XID {
+			t.Fatalf("GETPORT reply: %v (xid %#x)", err, rh.XID)
+		}
+		if rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.Success || n-off != 4 {
+			t.Fatalf("GETPORT reply: stat %d accept %d, %d result bytes", rh.Stat, rh.AcceptStat, n-off)
+		}
+		return binary.BigEndian.Uint32(buf[off:])
+	}
+	t.Fatalf("no GETPORT reply from %s", addr)
+	return 0
+}
+
+// With aux_relay enabled, serve starts the relay with the gateway: its
+// rpcbind responder answers GETPORT for MOUNT with the relay's MOUNT
+// port, its metrics are on the gateway's /metrics, and it stops with the
+// gateway on SIGTERM (its ports are free again).
+func TestServeStartsAuxRelay(t *testing.T) {
+	rpcbind, mount := freeLoopbackPort(t), freeLoopbackPort(t)
+	for mount == rpcbind {
+		mount = freeLoopbackPort(t)
+	}
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+listen: {address: 127.0.0.1, port: 0}
+backend: {address: 127.0.0.1, port: 1}
+pool: {max_bytes: 16MiB}
+metrics: {listen: "127.0.0.1:0"}
+log: {format: json}
+aux_relay:
+  enabled: true
+  listen_address: 127.0.0.1
+  rpcbind_port: %d
+  mount_port: %d
+  filer: {mount_port: 2, nlm_port: 3, nsm_port: 4}
+`, rpcbind, mount)), 0o644)
+	errb := &syncBuffer{}
+	rc := make(chan int, 1)
+	go func() { rc <- run([]string{"serve", "-c", path}, io.Discard, errb) }()
+	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+/metrics`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" || !strings.Contains(errb.String(), "auxiliary relay up"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway or relay not up:\n%s", errb.String())
+		}
+		select {
+		case code := <-rc:
+			t.Fatalf("serve exited with %d:\n%s", code, errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		url = re.FindString(errb.String())
+	}
+	rpcbAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rpcbind))
+	if got := pmapGetport(t, rpcbAddr, 100005, 3); got != uint32(mount) {
+		t.Errorf("GETPORT MOUNT v3 tcp = %d, want the relay's mount_port %d", got, mount)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`rdmagw_auxrelay_calls_total\{[^}]*mode="forward"[^}]*program="rpcbind"`).Match(body) {
+		t.Errorf("/metrics lacks the relay's rpcbind call count:\n%s", grepLines(string(body), "auxrelay"))
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case code := <-rc:
+		if code != 0 {
+			t.Fatalf("rc %d after SIGTERM:\n%s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+	if !strings.Contains(errb.String(), "auxiliary relay stopped") {
+		t.Errorf("relay stop not logged:\n%s", errb.String())
+	}
+	for _, p := range []int{rpcbind, mount} {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Errorf("port %d still taken after serve stopped: %v", p, err)
+			continue
+		}
+		l.Close()
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -1,0 +1,63 @@
+// Package ibverbs is rdmagw's provider over rdma-core: libibverbs for the
+// data path and librdmacm for connection management, through cgo. It
+// serves InfiniBand, RoCE and iWARP NICs and the kernel's soft-RoCE (rxe).
+// The code builds only with the build tag ibverbs (and cgo); without it the
+// package is this comment alone, so CGO_ENABLED=0 builds stay pure Go.
+//
+// One file per concern: provider.go (registration, device discovery with
+// rdmamap), device.go (the verbs context), events.go (the rdma_cm event
+// channel serviced by the Go runtime poller), cm.go (listen, dial, accept,
+// reject), qp.go (the connection's queue pair and work request posting),
+// queue.go (the Go side of send and receive queues: id rings, C scratch),
+// cq.go (completion queues and their channels), pd.go, mr.go, srq.go,
+// errors.go (status and errno mapping), shim.c (small C helpers: one cgo
+// call per post, poll or event).
+//
+// Semantics a user of verbs should know:
+//
+//   - No OS thread ever blocks in librdmacm or libibverbs waiting for
+//     something: the rdma_cm event channel and each CQ's completion channel
+//     are non-blocking and parked in the runtime's netpoller, one goroutine
+//     per device for connection events and none for completions (CQ.Wait
+//     parks the caller).
+//   - Work request ids: the provider puts its own sequence numbers in
+//     wr_id (per-QP rings of the caller's ids, indexed, no map) so it can
+//     enforce MaxSendWR/MaxRecvWR itself, free send slots when a later
+//     signalled WR completes, and tell sends from receives in error
+//     completions, whose opcode the hardware leaves undefined.
+//   - The provider owns its queue pairs (ibv_create_qp, then INIT/RTR/RTS
+//     with the attributes rdma_init_qp_attr computes, and rdma_establish on
+//     the dialing side) instead of letting rdma_cm drive them: with an
+//     rdma_cm-managed QP the RNR retry count is the one the *peer* puts in
+//     its CM message, so ConnOptions.RNRRetry could not mean "our sends".
+//     Here it sets our QP's retry count and is also what we ask of the peer.
+//     Receives of ConnOptions.InitialRecv are posted in INIT, before the
+//     connect request or reply leaves. Disconnect and a peer's disconnect
+//     move the QP to the error state themselves, which flushes every
+//     outstanding work request.
+//   - Local scatter/gather entries are checked against the PD's regions at
+//     post time (ErrInvalidSGE) because devices disagree on how they report
+//     a bad receive SGE (rxe says "local QP operation error").
+//   - Registration with remote access is two ibv_reg_mr registrations of
+//     the same memory: a local one whose lkey the caller uses, and a remote
+//     one whose rkey peers use. Invalidate deregisters the remote one, so
+//     the rkey dies at once and local use goes on. A peer's Send with
+//     Invalidate of such an rkey only works on devices that let a peer
+//     invalidate ibv_reg_mr registrations: rxe does not (it only invalidates
+//     fast-registration MRs and type-2 memory windows, which user space can
+//     only bind on one QP), and it completes the receive with "remote invalid
+//     request". Send with Invalidate is sent as IBV_WR_SEND_WITH_INV, and a
+//     received IBV_WC_WITH_INV marks the local MR invalid and retires its
+//     remote registration.
+//   - rxe completes a receive too small for its message with "local QP
+//     operation error"; on rxe that status on a receive is reported as
+//     StatusLocalLength (the SGEs were checked at post time, so the length
+//     is what failed; InfiniBand HCAs say IBV_WC_LOC_LEN_ERR).
+//   - Asynchronous device events (ibv_get_async_event) are not read: a
+//     fatal QP error shows in the completions (the QP flushes), and the CM
+//     reports the end of the connection.
+//   - Private data arrives padded to the CM message size on InfiniBand and
+//     RoCE (56 bytes in a request, 196 in a reply, 148 in a reject).
+//   - InitiatorDepth/ResponderResources of 0 mean 16; both are capped at
+//     what the device and (when accepting) the peer allow.
+package ibverbs

@@ -42,6 +42,13 @@ type rdmaLink struct {
 	stopPing chan struct{}
 	pingDone chan struct{}
 
+	// ctx ends when the link is closed: it bounds the reconnection,
+	// which runs in a goroutine of its own (recon) that close waits for,
+	// so no dial outlives the client's session.
+	ctx    context.Context
+	cancel context.CancelFunc
+	recon  sync.WaitGroup
+
 	lastReply atomic.Int64  // unix nanos of the last reply: pings only on idle links
 	vers      atomic.Uint32 // NFS version of the client's latest call, for the ping
 	xids      atomic.Uint32 // the gateway's own XIDs (pings, retries)
@@ -57,6 +64,7 @@ const nullCallLen = 6*4 + 2*8
 
 func newRDMALink(r *Reverse, peer string) *rdmaLink {
 	l := &rdmaLink{r: r, peer: peer, up: make(chan struct{}), wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.xids.Store(rand.Uint32())
 	l.vers.Store(3)
 	return l
@@ -192,7 +200,7 @@ func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc
 		}
 		switch {
 		case errors.Is(err, rdmarpc.ErrConnClosed):
-			l.broken(ctx, conn, err)
+			l.broken(conn, err)
 		case errors.Is(err, rdmarpc.ErrPoolExhausted):
 			// Registered memory is short: wait for other calls to give
 			// some back (the client is not read meanwhile).
@@ -208,8 +216,10 @@ func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc
 }
 
 // broken handles the failure of conn: the first caller to notice starts
-// the reconnection; the others wait on the new up channel.
-func (l *rdmaLink) broken(ctx context.Context, conn *rdmarpc.RequesterConn, why error) {
+// the reconnection; the others wait on the new up channel. The calls in
+// flight on conn fail with ErrConnClosed when it is closed here, and
+// call sends them again, with their XIDs, on the next connection.
+func (l *rdmaLink) broken(conn *rdmarpc.RequesterConn, why error) {
 	l.mu.Lock()
 	if l.conn != conn || l.closed {
 		l.mu.Unlock()
@@ -219,18 +229,23 @@ func (l *rdmaLink) broken(ctx context.Context, conn *rdmarpc.RequesterConn, why 
 	l.up = make(chan struct{})
 	stop, done := l.stopPing, l.pingDone
 	l.stopPing, l.pingDone = nil, nil
+	l.recon.Add(1)
 	l.mu.Unlock()
 	if stop != nil {
 		close(stop)
 		<-done
 	}
 	conn.Close()
+	l.r.met.backendError("lost")
 	l.r.log.Warn("RDMA connection to the server lost; reconnecting", "peer", l.peer, "backend", l.r.backend, "error", why)
-	go l.reconnect(ctx)
+	go func() {
+		defer l.recon.Done()
+		l.reconnect(l.ctx)
+	}()
 }
 
-// reconnect dials with exponential backoff until it succeeds, ctx ends,
-// or give_up_after has passed; then the link is given up.
+// reconnect dials with exponential backoff until it succeeds, the link
+// is closed, or give_up_after has passed; then the link is given up.
 func (l *rdmaLink) reconnect(ctx context.Context) {
 	b := &l.r.cfg.Backend
 	deadline := time.Now().Add(b.GiveUpAfter)
@@ -255,6 +270,8 @@ func (l *rdmaLink) reconnect(ctx context.Context) {
 			return
 		}
 		l.r.met.backendError("connect")
+		l.r.log.Debug("RDMA reconnection attempt failed", "peer", l.peer, "backend", l.r.backend,
+			"attempt", attempt, "next_in", min(wait, max(time.Until(deadline), 0)), "error", err)
 		left := time.Until(deadline)
 		if left <= 0 {
 			l.r.met.giveUps.Inc()
@@ -288,8 +305,10 @@ func (l *rdmaLink) gone() bool {
 	return l.gaveUp
 }
 
-// close ends the link for good.
+// close ends the link for good, and waits for a reconnection under way.
 func (l *rdmaLink) close() {
+	l.cancel()
+	defer l.recon.Wait()
 	l.mu.Lock()
 	l.closed = true
 	conn := l.conn
@@ -330,7 +349,7 @@ func (l *rdmaLink) pinger(conn *rdmarpc.RequesterConn, stop, done chan struct{})
 		case <-stop:
 			return
 		case <-conn.Done():
-			go l.broken(context.Background(), conn, conn.Err())
+			go l.broken(conn, conn.Err())
 			return
 		case <-t.C:
 		}
@@ -338,7 +357,7 @@ func (l *rdmaLink) pinger(conn *rdmarpc.RequesterConn, stop, done chan struct{})
 			continue
 		}
 		if !l.ping(ctx, conn) && ctx.Err() == nil {
-			go l.broken(context.Background(), conn, errors.New("server did not answer a NULL ping"))
+			go l.broken(conn, errors.New("server did not answer a NULL ping"))
 			return
 		}
 	}

@@ -138,8 +138,19 @@ func (s *revSlot) callFailed(err error) {
 		}
 		c.met.callDropped(reason)
 	case errors.Is(err, rdmarpc.ErrXIDInUse):
-		// The client reused an XID still outstanding: the first call's
-		// reply answers it.
+		// The client retransmitted a call whose XID is still at the
+		// server: dropped, and the first call's reply answers it. This
+		// is what Linux nfsd does with a retransmission its duplicate
+		// request cache finds in progress (nfsd_cache_lookup: an entry
+		// in RC_INPROG gives RC_DROPIT), and the only choice here: one
+		// RPC-over-RDMA connection cannot have two calls with one XID,
+		// replies are matched by it. A retransmission that arrives after
+		// the reply was sent is an ordinary call again and goes to the
+		// server, whose cache answers it (RC_REPLY) or runs it.
+		// (Linux also keys its cache on a checksum of the arguments, so
+		// a different call reusing an XID in flight would run there; a
+		// client doing that breaks RFC 5531's XID rules and is dropped
+		// here.)
 		c.log.Warn("call with a duplicate XID dropped", "peer", c.peer, "xid", s.xid)
 		c.met.callDropped("duplicate_xid")
 	case errors.Is(err, rdmarpc.ErrRemoteChunk), errors.Is(err, rdmarpc.ErrRemoteVersion):

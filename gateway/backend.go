@@ -34,6 +34,7 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 			return
 		}
 		s.met.reconnects.Inc()
+		s.resetBackchannel()
 		n := s.requeueAll()
 		s.log.Info("backend reconnected", "peer", s.peer, "backend", d.addr,
 			"local", localAddr(conn), "same_port", d.samePort, "resent_calls", n)
@@ -168,6 +169,9 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		}
 		clear(vec[:cap(vec)])
 		s.giveBackBatch(batch)
+		if err := s.writeBackchannelReplies(rw); err != nil {
+			return fmt.Errorf("write callback reply: %w", err)
+		}
 	}
 }
 
@@ -206,6 +210,14 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 		if len(head) < 4 {
 			s.met.backendError("protocol")
 			s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
+			continue
+		}
+		// The server's callbacks (NFSv4.1 backchannel) share the
+		// connection: a CALL goes to the client, not to a pending call.
+		if xid, mt, perr := tcprpc.PeekMsgType(head); perr == nil && mt == tcprpc.Call {
+			if err := s.readBackchannelCall(rr, xid); err != nil {
+				return fmt.Errorf("read callback: %w", err)
+			}
 			continue
 		}
 		hdrLen, herr := rh.Decode(head)

@@ -42,6 +42,8 @@ type session struct {
 	hdrScratch [maxCallHeader]byte
 
 	giveUp bool // the backend stayed unreachable: the client was disconnected
+
+	bc bcSession // NFSv4.1 callbacks (backchannel.go)
 }
 
 // maxCallHeader is the longest RPC call header: six words and two opaque
@@ -49,13 +51,15 @@ type session struct {
 const maxCallHeader = 6*4 + 2*(8+tcprpc.MaxAuthBytes)
 
 func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *Metrics, pool *rdmarpc.Pool) *session {
-	return &session{
+	s := &session{
 		rc: rc, cfg: cfg, log: log, met: met, pool: pool, peer: rc.RemoteAddr(),
 		pending: newPendingTable(cfg.RDMA.Credits),
 		sendQ:   make([]*pendingCall, 0, cfg.RDMA.Credits),
 		spareQ:  make([]*pendingCall, 0, cfg.RDMA.Credits),
 		wake:    make(chan struct{}, 1),
 	}
+	s.initBackchannel()
+	return s
 }
 
 // ServeCall implements rdmarpc.Handler. It never blocks on the network:
@@ -236,9 +240,15 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 		defer close(backendDone)
 		s.runBackend(bctx, conn, d)
 	}()
+	bcDone := make(chan struct{})
+	go func() {
+		defer close(bcDone)
+		s.runBackchannel(bctx)
+	}()
 	serveErr := s.rc.Serve(ctx, s)
 	stopBackend()
 	<-backendDone
+	<-bcDone
 	reason := "client_gone"
 	if s.giveUp {
 		reason = "backend_gone"

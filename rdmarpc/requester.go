@@ -46,6 +46,9 @@ type RequesterConfig struct {
 	// (default 0): ordinary calls stop at the grant less this, though
 	// they may always have one call in flight.
 	ReserveCredits int
+	// Backchannel configures backward-direction calls from the
+	// responder (RFC 8167; backchannel_requester.go).
+	Backchannel RequesterBackchannel
 }
 
 func (c *RequesterConfig) setDefaults() {
@@ -189,6 +192,7 @@ type RequesterConn struct {
 	closeMu  sync.Mutex
 	closed   bool
 	wcs      [wcBatch]verbs.WC
+	bc       *rqBC // backward-direction calls (backchannel_requester.go)
 }
 
 // DialRequester connects to an RPC-over-RDMA responder at addr, offering
@@ -197,6 +201,7 @@ func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg Reque
 	cfg.setDefaults()
 	c := &RequesterConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool, granted: 1,
 		wake: newNotifier(), wakeRes: newNotifier(), dead: make(chan struct{}), loopDone: make(chan struct{})}
+	c.bcInit()
 	if err := c.setup(ctx, dev, addr); err != nil {
 		c.fail(err)
 		close(c.loopDone)
@@ -222,17 +227,17 @@ func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string
 		c.ownPool = true
 	}
 	c.pd = c.pool.pd
-	nrecv := cfg.Credits + recvExtra
+	nrecv := cfg.Credits + recvExtra + c.bc.credits
 	nreq := 2 * cfg.Credits // a context waits for its Send completion after its reply
 	var err error
-	if c.cq, err = dev.CreateCQ(nreq + nrecv + 16); err != nil {
+	if c.cq, err = dev.CreateCQ(nreq + nrecv + c.bc.credits + 16); err != nil {
 		return fmt.Errorf("rdmarpc: requester: create CQ: %w", err)
 	}
 	local := PrivateData{MaxSendSize: cfg.InlineSend, MaxRecvSize: cfg.InlineRecv}
 	var pdata [PrivateDataSize]byte
 	local.Encode(pdata[:])
 	c.qp, err = dev.Dial(ctx, addr, verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq,
-		MaxSendWR: nreq + 8, MaxRecvWR: nrecv, MaxSGE: defaultMaxSGE,
+		MaxSendWR: nreq + 8 + c.bc.credits, MaxRecvWR: nrecv, MaxSGE: defaultMaxSGE,
 		PrivateData: pdata[:], Timeout: cfg.ConnectTimeout})
 	if err != nil {
 		return fmt.Errorf("rdmarpc: requester: connect to %s: %w", addr, err)
@@ -615,6 +620,8 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 			return
 		}
 		c.mu.Unlock()
+	case wrBCSend:
+		c.bcSendDone(wc)
 	}
 }
 
@@ -718,6 +725,7 @@ func (c *RequesterConn) release() {
 		}
 	}
 	c.mu.Unlock()
+	c.bcRelease()
 	if c.cq != nil {
 		c.cq.Close()
 	}

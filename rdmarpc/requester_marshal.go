@@ -202,6 +202,11 @@ func (c *RequesterConn) lookupLocked(xid uint32) *reqCtxt {
 func (c *RequesterConn) reply(r *rrecv, n int) {
 	h := &r.hdr
 	hlen, err := h.Decode(r.buf.Bytes[:n], c.cfg.Limits)
+	// A backward-direction call (RFC 8167) is no reply: its XID is of
+	// the other direction's space and its rdma_credit no grant.
+	if err == nil && c.backwardCall(r, r.buf.Bytes[hlen:n]) {
+		return
+	}
 	c.mu.Lock()
 	if err != nil {
 		c.met.Dropped(DropMalformed)

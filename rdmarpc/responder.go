@@ -52,6 +52,9 @@ type ResponderConfig struct {
 	Pool    *Pool
 	Logger  hclog.Logger
 	Metrics ResponderMetrics
+	// Backchannel enables backward-direction calls to the peer (RFC
+	// 8167; backchannel.go). Zero: none.
+	Backchannel ResponderBackchannel
 }
 
 func (c *ResponderConfig) setDefaults() {
@@ -136,6 +139,7 @@ type ResponderConn struct {
 	readsPeak atomic.Int32
 	wcs       [wcBatch]verbs.WC
 	handler   Handler
+	bc        *bcState // backward-direction calls (backchannel.go)
 
 	dead     chan struct{} // closed when the connection is going down
 	deadOnce sync.Once
@@ -160,6 +164,7 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 	c := &ResponderConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool,
 		dead: make(chan struct{}), stop: make(chan struct{}), served: make(chan struct{}),
 		sendWake: newNotifier(), maxSGE: defaultMaxSGE}
+	c.bcInit()
 	if err := c.setup(req, dev); err != nil {
 		req.Reject(nil)
 		c.release()
@@ -196,7 +201,7 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 		return fmt.Errorf("rdmarpc: responder: inline send threshold %d is too small", c.sendMax)
 	}
 
-	nrecv := cfg.Credits + recvExtra
+	nrecv := cfg.Credits + recvExtra + c.bcRecvs()
 	nsend := nrecv + cfg.Credits
 	c.sqDepth = 4*nrecv + cfg.MaxReadsOutstanding
 	c.sq.init(c.sqDepth)

@@ -142,6 +142,11 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		c.repost(r)
 		return
 	}
+	// A backward-direction reply (RFC 8167) is no call: it takes no
+	// forward credit and goes to the backchannel.
+	if c.backwardReply(r, data[hlen:]) {
+		return
+	}
 	// Credit overrun: more calls than we ever grant. Linux servers get an
 	// RNR on the QP; we have spare receives, so the call is dropped and
 	// counted and the connection survives. (A peer that keeps going

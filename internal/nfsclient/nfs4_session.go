@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
@@ -20,7 +21,13 @@ type V4 struct {
 	// Owner names the client to the server (default: host name, pid and
 	// time, so concurrent clients never collide).
 	Owner string
+	// Callbacks makes Setup bind the connection as the session's back
+	// channel too and serve the server's callbacks on it
+	// (nfs4_callback.go); the transport must be TCP or RDMA.
+	Callbacks bool
 
+	cb       *cbState      // callback service (nfs4_callback.go)
+	seqFlags atomic.Uint32 // sr_status_flags of the latest SEQUENCE
 	clientID uint64
 	session  [sessionIDLen]byte
 	slots    chan *slot
@@ -44,6 +51,17 @@ func (c *V4) Setup(ctx context.Context) error {
 	if c.Owner == "" {
 		host, _ := os.Hostname()
 		c.Owner = fmt.Sprintf("rdmagw-%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+	}
+	if c.Callbacks {
+		ct, ok := c.T.(callbackTransport)
+		if !ok {
+			return errNoCallbacks
+		}
+		_, slots := ct.backchannelLimits()
+		c.cbInit(slots)
+		// Before CREATE_SESSION: the server may probe the back channel
+		// (CB_NULL) as soon as it exists.
+		ct.SetCallbackHandler(c.serveCallback)
 	}
 	seq, err := c.exchangeID(ctx)
 	if err != nil {
@@ -102,16 +120,27 @@ func putChannelAttrs(e *xdr.Encoder, maxReq, maxResp, maxOps, maxReqs uint32) {
 
 func (c *V4) createSession(ctx context.Context, seq uint32) error {
 	const big = 1<<20 + 4<<10 // a 1 MiB READ or WRITE with its COMPOUND
-	d, err := c.compound(ctx, 160, 1, func(e *xdr.Encoder) {
+	d, err := c.compound(ctx, 200, 1, func(e *xdr.Encoder) {
 		e.PutUint32(op4CreateSession)
 		e.PutUint64(c.clientID)
 		e.PutUint32(seq)
+		if c.cb != nil {
+			// The back channel on this connection, as big as the
+			// transport carries inline (RFC 8267 §6.5.2).
+			size, _ := c.T.(callbackTransport).backchannelLimits()
+			e.PutUint32(createSessionConnBackChan)
+			putChannelAttrs(e, big, big, 16, maxSlots)
+			putChannelAttrs(e, uint32(size), uint32(size), 4, uint32(len(c.cb.slots)))
+			e.PutUint32(CBProgram)
+			putCallbackSec(e)
+			return
+		}
 		e.PutUint32(0) // flags: no persistence, no back channel
 		putChannelAttrs(e, big, big, 16, maxSlots)
 		putChannelAttrs(e, 4096, 4096, 2, 1)
-		e.PutUint32(0x40000000) // cb_program (unused: no back channel)
-		e.PutUint32(1)          // one callback security parameter:
-		e.PutUint32(0)          // AUTH_NONE
+		e.PutUint32(CBProgram) // cb_program (unused: no back channel)
+		e.PutUint32(1)         // one callback security parameter:
+		e.PutUint32(0)         // AUTH_NONE
 	})
 	if err != nil {
 		return err
@@ -173,9 +202,10 @@ func (c *V4) seqCompound(ctx context.Context, size, n int, put func(e *xdr.Encod
 		return nil, err
 	}
 	d.Fixed(sessionIDLen)
-	for range 5 { // sequenceid, slotid, highest_slotid, target_highest, status_flags
+	for range 4 { // sequenceid, slotid, highest_slotid, target_highest
 		d.U32()
 	}
+	c.seqFlags.Store(d.U32()) // sr_status_flags
 	s.seq++
 	c.slots <- s
 	return d, d.Err()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
@@ -25,6 +26,8 @@ type TCP struct {
 	pending map[uint32]chan tcpReply
 	err     error // why the connection ended; set once
 	done    chan struct{}
+
+	cb atomic.Pointer[func([]byte) []byte] // callback service (nfs4_callback.go)
 }
 
 type tcpReply struct {
@@ -118,6 +121,9 @@ func (t *TCP) readLoop() {
 		}
 		if len(rec) < 4 {
 			continue // not even an XID: nothing to match it to
+		}
+		if t.callbackRecord(rec) {
+			continue // a call from the server (NFSv4.1 back channel)
 		}
 		xid := binary.BigEndian.Uint32(rec)
 		t.mu.Lock()

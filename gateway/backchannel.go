@@ -1,0 +1,311 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// The NFSv4.1+ backchannel through the forward gateway (RFC 8167, RFC
+// 8267 §6.5.2).
+//
+// An NFSv4.1 server sends callbacks (CB_NULL, CB_COMPOUND with
+// CB_SEQUENCE, CB_RECALL, CB_LAYOUTRECALL, ...) as RPC CALL messages on
+// the TCP connection the client bound as its session's back channel
+// (CREATE_SESSION with CREATE_SESSION4_FLAG_CONN_BACK_CHAN, or
+// BIND_CONN_TO_SESSION). Through rdmagw that is the backend connection of
+// the client's session, so:
+//
+//   - the backend reader tells calls from replies by msg_type
+//     (tcprpc.PeekMsgType); a call is read whole (it must fit the
+//     client's inline receive size less the 28-byte transport header:
+//     backward messages are never chunked) and queued for the session's
+//     backchannel goroutine;
+//   - that goroutine sends it to the client as a backward-direction call
+//     (RDMA_MSG, no chunks, rdmarpc.ResponderConn.SendBackwardCall),
+//     waiting while the client's backchannel credits are in use: at most
+//     as many calls are outstanding as the client granted in the
+//     rdma_credit of its last backward reply (1 until the first; Linux
+//     grants 16) and as receives the engine posted for the replies;
+//   - the client's reply arrives as an RDMA_MSG carrying an RPC REPLY;
+//     the engine recognises it (it takes no forward credit and is never
+//     taken for a malformed call) and hands it here; the backend writer
+//     sends it to the server on the same TCP connection;
+//   - a callback that cannot be delivered — too big for the client's
+//     inline size, no credit free within the queue's room, the client
+//     gone — is answered to the server with an RPC SYSTEM_ERR reply, so
+//     it sees the failure at once rather than after a timeout; each case
+//     is counted in rdmagw_backchannel_errors_total{reason} and logged.
+//
+// After a backend reconnect the server sees a new connection that is not
+// bound to the session: it reports SEQ4_STATUS_CB_PATH_DOWN_SESSION in
+// SEQUENCE replies, and the client binds the connection again with
+// BIND_CONN_TO_SESSION, which goes through the gateway like any call.
+// Replies to callbacks of the old connection are discarded.
+//
+// NFSv4.0 has no backchannel on the forward connection (RFC 8267 §6.5.1):
+// the client names a callback address in SETCLIENTID (cb_location, a
+// netid and universal address) and the server opens a separate TCP
+// connection to it. rdmagw does not touch that connection: the SETCLIENTID
+// arguments pass through unchanged, so the server connects straight to
+// the address the client gave — usually the client's own IP on the RDMA
+// fabric (Linux uses its "clientaddr", by default the local address of
+// the RDMA connection, with netid "rdma" or "tcp"). Delegations and
+// callbacks then work only if the filer can reach that address over TCP
+// (routing between the filer's network and the client's RDMA-side
+// address, no firewall on the client's callback port). When it cannot,
+// the server sees the callback path down and simply grants no
+// delegations; everything else works. A Linux client whose SETCLIENTID
+// names netid "rdma" gets no callbacks from a TCP-only filer at all.
+
+// BackchannelConfig configures the backchannel of the forward gateway.
+// (The lead wires it into Config as `backchannel:`; until then the
+// defaults apply.)
+type BackchannelConfig struct {
+	// Disabled turns the backchannel off: backward replies from clients
+	// are then treated as malformed calls and callbacks from the server
+	// are answered SYSTEM_ERR.
+	Disabled bool `yaml:"disabled"`
+	// MaxCalls bounds the callbacks outstanding per client, whatever the
+	// client grants (default 8; Linux clients grant 16).
+	MaxCalls int `yaml:"max_calls"`
+	// Queue is how many callbacks may wait for a credit per client
+	// (default 64); beyond it a callback is answered SYSTEM_ERR.
+	Queue int `yaml:"queue"`
+	// Timeout is how long a callback waits for the client's reply before
+	// its credit is taken back (default 2m).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+func (c BackchannelConfig) withDefaults() BackchannelConfig {
+	if c.MaxCalls <= 0 {
+		c.MaxCalls = 8
+	}
+	if c.Queue <= 0 {
+		c.Queue = 64
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	return c
+}
+
+// DefaultBackchannel is the backchannel configuration sessions use until
+// Config carries one.
+var DefaultBackchannel = BackchannelConfig{}.withDefaults()
+
+// bcMetrics are the backchannel's Prometheus metrics; it implements
+// rdmarpc.BackchannelMetrics.
+type bcMetrics struct {
+	calls   prometheus.Counter
+	replies prometheus.Counter
+	errs    *prometheus.CounterVec
+}
+
+var (
+	bcMetricsMu  sync.Mutex
+	bcMetricsFor = map[*Metrics]*bcMetrics{}
+)
+
+// backchannel returns m's backchannel metrics, registering them on first
+// use.
+func (m *Metrics) backchannel() *bcMetrics {
+	bcMetricsMu.Lock()
+	defer bcMetricsMu.Unlock()
+	if b := bcMetricsFor[m]; b != nil {
+		return b
+	}
+	b := &bcMetrics{
+		calls:   m.f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the backend connection) forwarded to RDMA clients as backward-direction calls."),
+		replies: m.f.counter("rdmagw_backchannel_replies_total", "Backward-direction replies received from RDMA clients (callback replies), forwarded to the NFS server."),
+		errs: m.f.counterVec("rdmagw_backchannel_errors_total",
+			"Callbacks not delivered and backchannel messages dropped, by reason (too_big: larger than the client's inline receive size; no_credit: the client's backchannel credits and the queue were full; client_gone: the client connection ended first; unmatched: a backward reply for no outstanding callback; timeout: no reply in backchannel.timeout; disabled: the backchannel is off).", "reason"),
+	}
+	bcMetricsFor[m] = b
+	return b
+}
+
+func (b *bcMetrics) BackwardCall(int)  { b.calls.Inc() }
+func (b *bcMetrics) BackwardReply(int) { b.replies.Inc() }
+
+func (b *bcMetrics) BackwardError(reason string) {
+	if reason == "closed" {
+		reason = "client_gone"
+	}
+	b.errs.WithLabelValues(reason).Inc()
+}
+
+// bcSession is a session's backchannel state. q is fed by the backend
+// reader and drained by the backchannel goroutine; out (guarded by the
+// session's mu) holds client replies for the backend writer.
+type bcSession struct {
+	cfg BackchannelConfig
+	met *bcMetrics
+	q   chan []byte
+	out [][]byte
+}
+
+// initBackchannel enables backward-direction calls on the session's
+// connection. Called by newSession, before Serve.
+func (s *session) initBackchannel() {
+	cfg := DefaultBackchannel
+	s.bc.cfg = cfg
+	s.bc.met = s.met.backchannel()
+	if cfg.Disabled {
+		return
+	}
+	s.bc.q = make(chan []byte, cfg.Queue)
+	s.rc.SetBackchannel(s.backwardReply, s.bc.met)
+}
+
+// backwardReply takes a client's callback reply (engine goroutine: copy
+// and hand to the backend writer, never block).
+func (s *session) backwardReply(xid uint32, reply []byte) {
+	msg := append([]byte(nil), reply...)
+	s.mu.Lock()
+	s.bc.out = append(s.bc.out, msg)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.log.Debug("callback reply forwarded to the backend", "peer", s.peer, "xid", xid, "bytes", len(reply))
+}
+
+// readBackchannelCall reads the CALL record the backend reader has just
+// peeked at and queues it for the client. It returns an error only when
+// the backend connection failed.
+func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error {
+	limit := s.rc.BackchannelMax()
+	if s.bc.q == nil || limit <= 0 {
+		limit = 0
+	}
+	buf := make([]byte, 0, min(limit+1, 64<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				break
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.met.backendError("read")
+			return err
+		}
+	}
+	if len(buf) > limit {
+		// Skip the rest of the record.
+		if _, err := io.Copy(io.Discard, rr); err != nil {
+			s.met.backendError("read")
+			return err
+		}
+		reason := "too_big"
+		if s.bc.q == nil {
+			reason = "disabled"
+		}
+		s.bc.met.errs.WithLabelValues(reason).Inc()
+		s.log.Warn("callback from the server not forwarded", "peer", s.peer, "xid", xid, "reason", reason,
+			"bytes_at_least", len(buf), "client_inline_limit", limit)
+		s.answerCallbackError(xid)
+		return nil
+	}
+	select {
+	case s.bc.q <- buf:
+	default:
+		s.bc.met.errs.WithLabelValues("no_credit").Inc()
+		s.log.Warn("callback from the server not forwarded: backchannel queue full", "peer", s.peer, "xid", xid, "queue", cap(s.bc.q))
+		s.answerCallbackError(xid)
+	}
+	return nil
+}
+
+// answerCallbackError answers a callback the gateway could not deliver
+// with SYSTEM_ERR, through the backend writer.
+func (s *session) answerCallbackError(xid uint32) {
+	rh := tcprpc.SystemErrReply(xid)
+	b := make([]byte, rh.EncodedLen())
+	e := xdr.NewEncoder(b)
+	if rh.Encode(&e) != nil {
+		return
+	}
+	s.mu.Lock()
+	s.bc.out = append(s.bc.out, e.Bytes())
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runBackchannel sends queued callbacks to the client, one at a time in
+// arrival order, each waiting for a backchannel credit, until ctx ends.
+func (s *session) runBackchannel(ctx context.Context) {
+	if s.bc.q == nil {
+		return
+	}
+	for {
+		var msg []byte
+		select {
+		case msg = <-s.bc.q:
+		case <-ctx.Done():
+			return
+		}
+		xid, _, _ := tcprpc.PeekMsgType(msg)
+		err := s.rc.SendBackwardCall(ctx, [][]byte{msg}, true)
+		switch {
+		case err == nil:
+			s.log.Debug("callback forwarded to the client", "peer", s.peer, "xid", xid, "bytes", len(msg))
+		case errors.Is(err, context.Canceled):
+			return
+		default:
+			// too_big and client_gone are counted by the engine.
+			s.log.Warn("callback not forwarded to the client", "peer", s.peer, "xid", xid, "error", err)
+			s.answerCallbackError(xid)
+			if errors.Is(err, rdmarpc.ErrConnClosed) {
+				return
+			}
+		}
+	}
+}
+
+// writeBackchannelReplies sends the callback replies waiting for the
+// backend (backend writer).
+func (s *session) writeBackchannelReplies(rw *tcprpc.RecordWriter) error {
+	s.mu.Lock()
+	out := s.bc.out
+	s.bc.out = nil
+	s.mu.Unlock()
+	for _, m := range out {
+		if err := rw.WriteRecord(m, nil, nil); err != nil {
+			// The connection is going; the rest belongs to it.
+			s.met.backendError("write")
+			return err
+		}
+	}
+	return nil
+}
+
+// resetBackchannel drops the callback replies of a backend connection
+// that is gone: the new one is not the server's back channel.
+func (s *session) resetBackchannel() {
+	s.mu.Lock()
+	n := len(s.bc.out)
+	s.bc.out = nil
+	s.mu.Unlock()
+	if n > 0 {
+		s.log.Debug("callback replies for the previous backend connection discarded", "peer", s.peer, "replies", n)
+	}
+}

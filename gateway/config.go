@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/rdmagw/rdmagw/gateway/auxrelay"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 )
 
@@ -26,9 +27,14 @@ type Config struct {
 	Backend BackendConfig `yaml:"backend"`
 	RDMA    RDMAConfig    `yaml:"rdma"`
 	Reverse ReverseConfig `yaml:"reverse"`
-	Pool    PoolConfig    `yaml:"pool"`
-	Metrics MetricsConfig `yaml:"metrics"`
-	Log     LogConfig     `yaml:"log"`
+	// AuxRelay (forward mode) answers rpcbind on the gateway's address and
+	// relays MOUNT, NLM and NSM to the filer (package gateway/auxrelay,
+	// which validates it; default off). Its filer.address defaults to
+	// backend.address.
+	AuxRelay auxrelay.Config `yaml:"aux_relay"`
+	Pool     PoolConfig      `yaml:"pool"`
+	Metrics  MetricsConfig   `yaml:"metrics"`
+	Log      LogConfig       `yaml:"log"`
 }
 
 // ListenConfig is where clients connect: RDMA clients in forward mode,
@@ -206,6 +212,7 @@ func DefaultConfig() Config {
 			ReplyChunkRetries: DefaultChunkRetries,
 			MaxCallBytes:      ByteSize(defaultMaxReply),
 		},
+		AuxRelay: auxrelay.DefaultConfig(),
 		Pool: PoolConfig{
 			MaxBytes:  DefaultPoolMaxBytes,
 			SlabBytes: 4 << 20,
@@ -256,6 +263,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := dec.Decode(&extra); err == nil {
 		return nil, errors.New("config: more than one YAML document")
 	}
+	cfg.AuxRelay = cfg.AuxRelayConfig()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -281,4 +289,15 @@ func (c *Config) PoolClasses() []int {
 		cl[i] = int(v)
 	}
 	return cl
+}
+
+// AuxRelayConfig is aux_relay with its defaults that depend on the rest
+// of the configuration filled in: an enabled relay's empty filer.address
+// is backend.address.
+func (c *Config) AuxRelayConfig() auxrelay.Config {
+	a := c.AuxRelay
+	if a.Enabled && a.Filer.Address == "" {
+		a.Filer.Address = c.Backend.Address
+	}
+	return a
 }

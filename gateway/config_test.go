@@ -222,3 +222,81 @@ func TestByteSize(t *testing.T) {
 		t.Errorf("String = %s", s)
 	}
 }
+
+// aux_relay is parsed into the relay's own configuration; enabled with
+// no filer.address, the filer is the backend.
+func TestParseConfigAuxRelay(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+backend: {address: filer.example, port: 2049}
+aux_relay:
+  enabled: true
+  listen_address: 10.0.0.5
+  advertise_address: 10.0.0.5
+  rpcbind_port: -1
+  mount_port: 635
+  udp: false
+  nfs_tcp_port: 2049
+  filer: {mount_port: 20048, udp: false}
+  nlm_caller_name: gw.example
+  call_timeout: 30s
+  max_record_bytes: 65536
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.AuxRelay
+	if !a.Enabled || a.ListenAddress != "10.0.0.5" || a.RPCBindPort != -1 || a.MountPort != 635 || a.UDP ||
+		a.NFSTCPPort != 2049 || a.NLMCallerName != "gw.example" || a.CallTimeout != 30*time.Second {
+		t.Errorf("aux_relay = %+v", a)
+	}
+	if a.Filer.Address != "filer.example" || a.Filer.MountPort != 20048 || a.Filer.UDP || a.Filer.RPCBindPort != 111 {
+		t.Errorf("aux_relay.filer = %+v, want address from backend.address and rpcbind_port 111", a.Filer)
+	}
+	// Untouched fields keep the relay's defaults.
+	if a.NFSRDMAPort != 20049 || a.ClientRPCBindPort != 111 || a.RouteTTL != time.Hour {
+		t.Errorf("aux_relay defaults lost: %+v", a)
+	}
+	// An explicit filer.address wins over backend.address.
+	cfg, err = ParseConfig([]byte("backend: {address: a.example}\naux_relay: {enabled: true, filer: {address: b.example}}\n"))
+	if err != nil || cfg.AuxRelay.Filer.Address != "b.example" {
+		t.Fatalf("filer.address = %q, %v", cfg.AuxRelay.Filer.Address, err)
+	}
+	// Off by default, and then not checked at all.
+	cfg, err = ParseConfig([]byte("aux_relay: {mount_port: 99999}\n"))
+	if err != nil || cfg.AuxRelay.Enabled {
+		t.Fatalf("disabled relay: enabled=%v err=%v", cfg.AuxRelay.Enabled, err)
+	}
+}
+
+// Bad aux_relay values fail at start naming the field (the relay's own
+// Validate names them; the gateway passes its errors on).
+func TestParseConfigAuxRelayErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, field, reason string }{
+		{"aux_relay: {enabled: true, listen_address: gw.example}", "aux_relay.listen_address", "must be an IP address"},
+		{"aux_relay: {enabled: true, advertise_address: 0.0.0.0}", "aux_relay.advertise_address", "specific IP"},
+		{"aux_relay: {enabled: true, rpcbind_port: 70000}", "aux_relay.rpcbind_port", "0..65535"},
+		{"aux_relay: {enabled: true, mount_port: 4000, nlm_port: 4000}", "aux_relay.nlm_port", "already mount_port"},
+		{"aux_relay: {enabled: true, nsm_port: -2}", "aux_relay.nsm_port", "0..65535"},
+		{"aux_relay: {enabled: true, filer: {nlm_port: 65536}}", "aux_relay.filer.nlm_port", "0..65535"},
+		{"aux_relay: {enabled: true, filer: {rpcbind_port: 0}}", "aux_relay.filer.rpcbind_port", "1..65535"},
+		{"aux_relay: {enabled: true, client_rpcbind_port: 0}", "aux_relay.client_rpcbind_port", "1..65535"},
+		{"aux_relay: {enabled: true, call_timeout: 0s}", "aux_relay.call_timeout", "at least 1ms"},
+		{"aux_relay: {enabled: true, max_record_bytes: 100}", "aux_relay.max_record_bytes", "between 4096"},
+		{"backend: {address: \"\"}\naux_relay: {enabled: true}", "aux_relay.filer.address", "must be set"},
+		{"mode: reverse\naux_relay: {enabled: true}", "aux_relay.enabled", "forward mode only"},
+	} {
+		_, err := ParseConfig([]byte(tc.yaml))
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%q: err %v, want a FieldError for %s", tc.yaml, err, tc.field)
+			continue
+		}
+		if !strings.Contains(err.Error(), "config: "+tc.field+": ") || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("%q: %v, want %s: ...%s...", tc.yaml, err, tc.field, tc.reason)
+		}
+	}
+	// An unknown key inside the section is refused with its name.
+	if _, err := ParseConfig([]byte("aux_relay: {enabled: true, mnt_port: 635}")); err == nil || !strings.Contains(err.Error(), "mnt_port") {
+		t.Errorf("unknown aux_relay field: %v", err)
+	}
+}

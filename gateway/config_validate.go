@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/rdmagw/rdmagw/gateway/auxrelay"
 )
 
 // FieldError is one invalid configuration value: Field is its path in the
@@ -48,6 +50,7 @@ func (c *Config) Validate() error {
 	if c.Mode == "reverse" {
 		c.validateReverse(bad)
 	}
+	c.validateAuxRelay(bad)
 	for i, n := range c.Listen.AllowedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			bad(fmt.Sprintf("listen.allowed_networks[%d]", i), "not a CIDR prefix such as 10.0.0.0/8: %q", n)
@@ -160,5 +163,34 @@ func checkPositive(bad func(string, string, ...any), field string, v int) {
 func checkInline(bad func(string, string, ...any), field string, v ByteSize) {
 	if v < 1024 || v > 256<<10 || v%1024 != 0 {
 		bad(field, "must be a multiple of 1KiB between 1KiB and 256KiB (got %d)", v)
+	}
+}
+
+// validateAuxRelay checks aux_relay with the relay's own Validate, whose
+// field names already carry the "aux_relay." prefix.
+func (c *Config) validateAuxRelay(bad func(string, string, ...any)) {
+	if !c.AuxRelay.Enabled {
+		return
+	}
+	if c.Mode != "forward" {
+		bad("aux_relay.enabled", "the auxiliary relay runs in forward mode only (mode is %q)", c.Mode)
+		return
+	}
+	a := c.AuxRelayConfig()
+	err := a.Validate()
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var fe *auxrelay.FieldError
+		if errors.As(e, &fe) {
+			bad(fe.Field, "%s", fe.Reason)
+		} else {
+			bad("aux_relay", "%v", e)
+		}
 	}
 }

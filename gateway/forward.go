@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/auxrelay"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -30,6 +32,7 @@ type Forward struct {
 	allowed []netip.Prefix
 	backend string
 	metrics *metricsServer
+	relay   *auxrelay.Relay // nil unless aux_relay.enabled
 
 	wg sync.WaitGroup // sessions and connection setups
 }
@@ -53,7 +56,40 @@ func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
 		f.Close()
 		return nil, err
 	}
+	if cfg.AuxRelay.Enabled {
+		// The relay's collectors join the gateway's registry, with the
+		// same constant mode label as every other rdmagw_ series.
+		am, err := auxrelay.NewPrometheusMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"mode": "forward"}, f.met.Registry))
+		if err == nil {
+			f.relay, err = auxrelay.New(cfg.AuxRelayConfig(), log, am)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("aux_relay: %w", err)
+		}
+	}
 	return f, nil
+}
+
+// AuxRelay is the auxiliary-protocol relay (rpcbind, MOUNT, NLM, NSM),
+// or nil when aux_relay is off. Its listeners are bound once Serve has
+// started it (Ready).
+func (f *Forward) AuxRelay() *auxrelay.Relay { return f.relay }
+
+// startRelay runs the relay until ctx ends and waits until it has bound
+// its listeners; the returned function waits for it to stop.
+func (f *Forward) startRelay(ctx context.Context) (wait func() error, err error) {
+	if f.relay == nil {
+		return func() error { return nil }, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.relay.Run(ctx) }()
+	select {
+	case <-f.relay.Ready():
+		return func() error { return <-done }, nil
+	case err := <-done: // a listener could not be bound
+		return nil, err
+	}
 }
 
 func (f *Forward) open() error {
@@ -118,8 +154,20 @@ func (f *Forward) Pool() *rdmarpc.Pool { return f.pool }
 // Serve accepts clients until ctx ends, then disconnects every client,
 // abandons their outstanding calls and returns once all sessions are
 // gone. It returns nil after a shutdown through ctx.
-func (f *Forward) Serve(ctx context.Context) error {
+func (f *Forward) Serve(ctx context.Context) (err error) {
 	defer f.wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waitRelay, err := f.startRelay(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cancel()
+		if rerr := waitRelay(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
 	for {
 		req, err := f.ln.Accept(ctx)
 		if err != nil {

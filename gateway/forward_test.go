@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"github.com/rdmagw/rdmagw/gateway"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -20,7 +21,7 @@ import (
 // requester on the pure-Go iWARP provider → rdmagw → nfs-ganesha over TCP.
 
 func TestForwardNullAndGetattr(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, nil)
 	c := dialRDMA(t, gw.Addr().String())
 	root := mount3(t, g.MountAddr, g.Export)
@@ -52,7 +53,7 @@ func TestForwardNullAndGetattr(t *testing.T) {
 // memory and go out in Write chunks. Every byte is checked, through the
 // gateway and on the server's disk.
 func TestForwardWriteReadFiles(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, nil)
 	c := dialRDMA(t, gw.Addr().String())
 	n := &nfs3{c: c, t: t}
@@ -108,7 +109,7 @@ func firstDiff(a, b []byte) int {
 // A directory listing bigger than the inline threshold comes back through
 // the Reply chunk.
 func TestForwardReaddirplusReplyChunk(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, nil)
 	c := dialRDMA(t, gw.Addr().String())
 	n := &nfs3{c: c, t: t}
@@ -140,7 +141,7 @@ func TestForwardReaddirplusReplyChunk(t *testing.T) {
 // reconnects from the same local port and re-sends the call, and the
 // client gets its reply as if nothing happened.
 func TestForwardBackendReconnect(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), func(c *gateway.Config) {
 		c.Backend.ReconnectInitial = 20 * time.Millisecond
@@ -169,7 +170,7 @@ func TestForwardBackendReconnect(t *testing.T) {
 // A reply whose XID matches no outstanding call is dropped and counted;
 // the real reply behind it still reaches the client.
 func TestForwardUnknownXIDDropped(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), nil)
 	c := dialRDMA(t, gw.Addr().String())
@@ -187,7 +188,7 @@ func TestForwardUnknownXIDDropped(t *testing.T) {
 // The backend stays away: after give_up_after the client is disconnected
 // and everything it held is released.
 func TestForwardBackendGiveUp(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), func(c *gateway.Config) {
 		c.Backend.ReconnectInitial = 20 * time.Millisecond
@@ -218,7 +219,7 @@ func TestForwardBackendGiveUp(t *testing.T) {
 // The client goes away with calls outstanding at the backend: they are
 // abandoned without leaking buffers or goroutines.
 func TestForwardClientDisconnectAbandonsCalls(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), nil)
 	root := mount3(t, g.MountAddr, g.Export)
@@ -279,7 +280,7 @@ func TestForwardRejectsDisallowedClient(t *testing.T) {
 // from the gateway itself, or are dropped and counted; nothing reaches
 // the backend and the connection stays usable.
 func TestForwardMalformedRPC(t *testing.T) {
-	g := startGanesha(t)
+	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, nil)
 	c := dialRDMA(t, gw.Addr().String())
 	m := gw.Metrics()

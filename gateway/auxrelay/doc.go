@@ -106,10 +106,10 @@
 //
 // # Testing
 //
-// The tests run against nfs-ganesha started from a copy of
-// ../shared/nfspeers in /tmp/nfspeers-aux with NFS 16049, MOUNT 16050, NLM
-// 16051, UDP on (they skip without it); rpcinfo and nfs-ls are the
-// independent clients. ganesha in that setup cannot reach a statd, so it
+// The tests start a private nfs-ganesha (internal/nfstest/ganesha: free
+// loopback ports, NLM and UDP on) and skip only without ganesha or root;
+// rpcinfo and nfs-ls are the independent clients. ganesha in that setup
+// cannot reach a statd, so it
 // refuses every LOCK with DENIED_NOLOCKS; blocking locks and the callbacks
 // are tested against a fake filer speaking the real protocol, with two
 // clients on 127.0.0.2 and 127.0.0.3.

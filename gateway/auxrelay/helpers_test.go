@@ -6,12 +6,15 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rdmagw/rdmagw/internal/nfstest/ganesha"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -185,21 +188,23 @@ func testConfig() Config {
 	return c
 }
 
-// Ganesha peer: the test expects nfs-ganesha started from
-// /tmp/nfspeers-aux (NFS 16049, MOUNT 16050, NLM 16051, UDP on).
-const (
-	ganeshaMount = 16050
-	ganeshaNLM   = 16051
-	ganeshaNFS   = 16049
-)
+// ganeshaPeer is a private nfs-ganesha for a test (internal/nfstest/ganesha:
+// free loopback ports, FSAL VFS over a temporary directory) serving NFS,
+// MOUNT and NLM over TCP and UDP, with auxrelay-hello.txt in its export.
+// The test is skipped, saying why, only when ganesha is not installed or
+// the test is not root.
+type ganeshaPeer struct {
+	nfs, mount, nlm int
+}
 
-func needGanesha(t *testing.T) {
+func startGanesha(t *testing.T) ganeshaPeer {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", "127.0.0.1:16050", time.Second)
-	if err != nil {
-		t.Skip("nfs-ganesha is not running on 127.0.0.1:16050 (start it with /tmp/nfspeers-aux/peers.sh start-ganesha, see doc.go)")
+	s := ganesha.Start(t, ganesha.Options{NLM: true, UDP: true})
+	if err := os.WriteFile(filepath.Join(s.Dir, "auxrelay-hello.txt"), []byte("hello through the relay\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	c.Close()
+	port := func(a string) int { return int(netip.MustParseAddrPort(a).Port()) }
+	return ganeshaPeer{nfs: port(s.NFSAddr), mount: port(s.MountAddr), nlm: port(s.NLMAddr)}
 }
 
 func needTool(t *testing.T, name string) string {

@@ -9,9 +9,9 @@ import (
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
-func ganeshaConfig() Config {
+func ganeshaConfig(g ganeshaPeer) Config {
 	cfg := testConfig()
-	cfg.Filer.MountPort, cfg.Filer.NLMPort = ganeshaMount, ganeshaNLM
+	cfg.Filer.MountPort, cfg.Filer.NLMPort = g.mount, g.nlm
 	cfg.Filer.NSMPort = 1 // ganesha has no statd here; NSM is tested against the fake filer
 	return cfg
 }
@@ -20,12 +20,12 @@ func ganeshaConfig() Config {
 // through the relay at nfs-ganesha over TCP and over UDP, and checks the
 // file handle is the one ganesha hands out directly.
 func TestMountThroughRelayGanesha(t *testing.T) {
-	needGanesha(t)
-	r := startRelay(t, ganeshaConfig())
+	g := startGanesha(t)
+	r := startRelay(t, ganeshaConfig(g))
 	var path xdrWriter
 	path.str("/vfs")
 
-	direct := dialRPC(t, "tcp", "", ganeshaAddr(ganeshaMount))
+	direct := dialRPC(t, "tcp", "", ganeshaAddr(g.mount))
 	want := direct.mustSucceed(t, progMount, 3, 1, path.b)
 
 	for _, network := range []string{"tcp", "udp"} {
@@ -65,17 +65,17 @@ func ganeshaAddr(port int) (ap addrPort) { return mustAddrPort(fmt.Sprintf("127.
 // client, mount through the relay's MOUNT port and list the export.
 func TestMountLibnfsThroughRelay(t *testing.T) {
 	nfsls := needTool(t, "nfs-ls")
-	needGanesha(t)
-	cfg := ganeshaConfig()
+	g := startGanesha(t)
+	cfg := ganeshaConfig(g)
 	cfg.UDP = false
 	r := startRelay(t, cfg)
-	url := fmt.Sprintf("nfs://127.0.0.1/vfs?nfsport=%d&mountport=%d", ganeshaNFS, r.Addr("mount", "tcp").Port())
+	url := fmt.Sprintf("nfs://127.0.0.1/vfs?nfsport=%d&mountport=%d", g.nfs, r.Addr("mount", "tcp").Port())
 	out, err := exec.Command(nfsls, url).CombinedOutput()
 	t.Logf("nfs-ls %s:\n%s", url, out)
 	if err != nil {
 		t.Fatalf("nfs-ls through the relay: %v", err)
 	}
 	if !strings.Contains(string(out), "auxrelay-hello.txt") {
-		t.Errorf("nfs-ls does not list auxrelay-hello.txt (create it in ganesha's vfs export)")
+		t.Errorf("nfs-ls does not list auxrelay-hello.txt")
 	}
 }

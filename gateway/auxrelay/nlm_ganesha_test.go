@@ -81,21 +81,21 @@ func nlmStat(t *testing.T, res []byte) (string, uint32) {
 
 // fileHandle gets the NFSv3 handle of auxrelay-hello.txt from ganesha:
 // MNT /vfs, then LOOKUP.
-func fileHandle(t *testing.T) []byte {
+func fileHandle(t *testing.T, g ganeshaPeer) []byte {
 	var w xdrWriter
 	w.str("/vfs")
-	m := dialRPC(t, "tcp", "", ganeshaAddr(ganeshaMount))
+	m := dialRPC(t, "tcp", "", ganeshaAddr(g.mount))
 	res := m.mustSucceed(t, progMount, 3, 1, w.b)
 	d := xdr.NewDecoder(res[4:])
 	root, _ := d.Opaque(64)
 	var l xdrWriter
 	l.opaque(root)
 	l.str("auxrelay-hello.txt")
-	n := dialRPC(t, "tcp", "", ganeshaAddr(ganeshaNFS))
+	n := dialRPC(t, "tcp", "", ganeshaAddr(g.nfs))
 	res = n.mustSucceed(t, progNFS, 3, 3, l.b)
 	d = xdr.NewDecoder(res)
 	if st, _ := d.Uint32(); st != 0 {
-		t.Fatalf("LOOKUP auxrelay-hello.txt: nfsstat3 %d (create the file in ganesha's vfs export)", st)
+		t.Fatalf("LOOKUP auxrelay-hello.txt: nfsstat3 %d", st)
 	}
 	fh, _ := d.Opaque(64)
 	return append([]byte(nil), fh...)
@@ -114,11 +114,11 @@ const (
 // LOCK is denied, B's blocking LOCK is BLOCKED and then CANCELled; after
 // A unlocks, B gets the lock.
 func TestNLMThroughRelayGanesha(t *testing.T) {
-	needGanesha(t)
-	fh := fileHandle(t)
+	g := startGanesha(t)
+	fh := fileHandle(t, g)
 	for _, network := range []string{"tcp", "udp"} {
 		t.Run(network, func(t *testing.T) {
-			r := startRelay(t, ganeshaConfig())
+			r := startRelay(t, ganeshaConfig(g))
 			a := dialRPC(t, network, "127.0.0.2", r.Addr("nlm", network))
 			b := dialRPC(t, network, "127.0.0.3", r.Addr("nlm", network))
 			oa := nlmOwner{"client-a", []byte("1@client-a"), 101}

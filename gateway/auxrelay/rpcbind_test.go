@@ -124,16 +124,16 @@ func TestRPCBindUaddrTaddr(t *testing.T) {
 // relay at ganesha.
 func TestRPCBindWithRpcinfo(t *testing.T) {
 	rpcinfo := needTool(t, "rpcinfo")
-	needGanesha(t)
 	ln, err := net.Listen("tcp", "127.0.0.9:111")
 	if err != nil {
 		t.Skipf("cannot bind 127.0.0.9:111: %v", err)
 	}
 	ln.Close()
+	g := startGanesha(t)
 	cfg := testConfig()
 	cfg.ListenAddress = "127.0.0.9"
 	cfg.RPCBindPort = 111
-	cfg.Filer.MountPort, cfg.Filer.NLMPort = ganeshaMount, ganeshaNLM
+	cfg.Filer.MountPort, cfg.Filer.NLMPort = g.mount, g.nlm
 	cfg.Filer.NSMPort = 1
 	r := startRelay(t, cfg)
 	_ = r

@@ -1,0 +1,259 @@
+package nfsclient_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// cbProxy sits between rdmagw and ganesha on the backend TCP connection.
+// It passes everything through and can inject RPC CALL records towards
+// the gateway as if the server sent them (ganesha 4.3 with FSAL VFS or
+// MEM grants no delegations and sends no callbacks by itself); REPLY
+// records from the gateway are the answers to those and are kept.
+type cbProxy struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	gw      net.Conn
+	wmu     sync.Mutex
+	rw      *tcprpc.RecordWriter
+	replies chan []byte
+	ready   chan struct{}
+}
+
+func startCBProxy(t *testing.T, target string) *cbProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cbProxy{ln: ln, target: target, replies: make(chan []byte, 16), ready: make(chan struct{})}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		first := true
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); up.Close() })
+			if first {
+				p.mu.Lock()
+				p.gw, p.rw = c, tcprpc.NewRecordWriter(c, nil)
+				p.mu.Unlock()
+				close(p.ready)
+				first = false
+			}
+			mine := p.gw == c
+			go func() { // server -> gateway
+				rr := tcprpc.NewRecordReader(up, &tcprpc.ReaderConfig{MaxRecord: 4 << 20})
+				rw := tcprpc.NewRecordWriter(c, nil)
+				for {
+					rec, err := rr.ReadRecord(nil)
+					if err != nil {
+						c.Close()
+						return
+					}
+					if mine {
+						p.wmu.Lock()
+						err = p.rw.WriteRecord(rec, nil, nil)
+						p.wmu.Unlock()
+					} else {
+						err = rw.WriteRecord(rec, nil, nil)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() { // gateway -> server
+				rr := tcprpc.NewRecordReader(c, &tcprpc.ReaderConfig{MaxRecord: 4 << 20})
+				rw := tcprpc.NewRecordWriter(up, nil)
+				for {
+					rec, err := rr.ReadRecord(nil)
+					if err != nil {
+						up.Close()
+						return
+					}
+					if _, mt, _ := tcprpc.PeekMsgType(rec); mt == tcprpc.Reply {
+						p.replies <- rec
+						continue
+					}
+					if err := rw.WriteRecord(rec, nil, nil); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *cbProxy) inject(t *testing.T, call []byte) []byte {
+	t.Helper()
+	<-p.ready
+	p.wmu.Lock()
+	err := p.rw.WriteRecord(call, nil, nil)
+	p.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-p.replies:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reply to the injected call xid %#x", binary.BigEndian.Uint32(call))
+		return nil
+	}
+}
+
+func cbCall(xid, proc uint32, body []byte) []byte {
+	h := tcprpc.CallHeader{XID: xid, RPCVers: 2, Prog: nfsclient.CBProgram, Vers: 1, Proc: proc,
+		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	b := make([]byte, h.EncodedLen()+len(body))
+	e := xdr.NewEncoder(b)
+	_ = h.Encode(&e)
+	e.PutFixedOpaque(body)
+	return e.Bytes()
+}
+
+// acceptedBody checks an accepted SUCCESS reply to xid and returns its body.
+func acceptedBody(t *testing.T, rec []byte, xid uint32) []byte {
+	t.Helper()
+	var rh tcprpc.ReplyHeader
+	n, err := rh.Decode(rec)
+	if err != nil || rh.XID != xid || rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.Success {
+		t.Fatalf("reply to %#x: %+v %v", xid, rh, err)
+	}
+	return rec[n:]
+}
+
+// The NFSv4.1 backchannel through rdmagw, end to end with a real client
+// session on ganesha: callbacks on the backend TCP connection (CB_NULL,
+// CB_COMPOUND with CB_SEQUENCE and CB_RECALL, a retransmission, one too
+// big for the client's inline size) reach the client over iWARP as
+// backward-direction calls, its replies come back on the TCP connection,
+// and the server keeps reporting the callback path up.
+func TestV41CallbacksThroughGateway(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startCBProxy(t, g.NFSAddr)
+	gw := nfstest.StartGateway(t, px.ln.Addr().String())
+	ctx := nfstest.Ctx(t)
+	a := &nfsclient.V4{T: nfstest.DialRDMA(t, ctx, gw.Addr().String()), Callbacks: true}
+	if err := a.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.LookupPath(ctx, g.Export); err != nil {
+		t.Fatal(err)
+	}
+	if cbPathDown(a.SeqStatusFlags()) {
+		t.Fatalf("status flags %#x", a.SeqStatusFlags())
+	}
+
+	// CB_NULL.
+	if body := acceptedBody(t, px.inject(t, cbCall(0x7100, 0, nil)), 0x7100); len(body) != 0 {
+		t.Fatalf("CB_NULL reply body %x", body)
+	}
+	// CB_COMPOUND: CB_SEQUENCE on slot 0, then CB_RECALL of a stateid the
+	// client does not hold (NFS4ERR_BAD_STATEID).
+	sid := a.SessionID()
+	args := func(seq uint32) []byte {
+		e := xdr.NewEncoder(make([]byte, 512))
+		e.PutString("cb") // tag
+		e.PutUint32(1)    // minorversion
+		e.PutUint32(0)    // callback_ident
+		e.PutUint32(2)
+		e.PutUint32(11) // CB_SEQUENCE
+		e.PutFixedOpaque(sid[:])
+		e.PutUint32(seq)
+		e.PutUint32(0) // slot
+		e.PutUint32(0) // highest slot
+		e.PutBool(false)
+		e.PutUint32(0) // no referring call lists
+		e.PutUint32(4) // CB_RECALL
+		e.PutFixedOpaque(make([]byte, 16))
+		e.PutBool(false)
+		e.PutOpaque([]byte{1, 2, 3, 4})
+		return e.Bytes()
+	}
+	first := acceptedBody(t, px.inject(t, cbCall(0x7101, 1, args(1))), 0x7101)
+	d := xdr.NewDecoder(first)
+	st, _ := d.Uint32()
+	tag, _ := d.Opaque(64)
+	n, _ := d.Uint32()
+	op1, _ := d.Uint32()
+	st1, _ := d.Uint32()
+	rsid, _ := d.FixedOpaque(16)
+	rseq, _ := d.Uint32()
+	for range 3 {
+		d.Uint32()
+	}
+	op2, _ := d.Uint32()
+	st2, _ := d.Uint32()
+	if st != 10025 || string(tag) != "cb" || n != 2 || op1 != 11 || st1 != 0 || !bytes.Equal(rsid, sid[:]) || rseq != 1 || op2 != 4 || st2 != 10025 {
+		t.Fatalf("CB_COMPOUND result: status %d tag %q n %d op %d/%d seq %d op %d/%d", st, tag, n, op1, st1, rseq, op2, st2)
+	}
+	// A retransmission of the same slot and sequence gets the cached reply.
+	again := acceptedBody(t, px.inject(t, cbCall(0x7102, 1, args(1))), 0x7102)
+	if !bytes.Equal(again, first) {
+		t.Fatal("replayed CB_SEQUENCE did not get the cached reply")
+	}
+	// Too big for the client's 4 KiB inline receive: the gateway answers
+	// SYSTEM_ERR itself.
+	var rh tcprpc.ReplyHeader
+	if _, err := rh.Decode(px.inject(t, cbCall(0x7103, 1, make([]byte, 5000)))); err != nil ||
+		rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.SystemErr {
+		t.Fatalf("oversized callback: %+v %v", rh, err)
+	}
+	// The fore channel still works, with the callback path up.
+	if _, _, err := a.LookupPath(ctx, g.Export); err != nil {
+		t.Fatal(err)
+	}
+	if cbPathDown(a.SeqStatusFlags()) {
+		t.Fatalf("status flags %#x", a.SeqStatusFlags())
+	}
+	all, nulls := a.CallbacksServed()
+	if all != 3 || nulls != 1 {
+		t.Fatalf("client served %d callbacks (%d CB_NULL), want 3 (1)", all, nulls)
+	}
+	mfs, err := gw.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "rdmagw_backchannel_") {
+			for _, m := range mf.GetMetric() {
+				k := mf.GetName()
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" {
+						k += "{" + l.GetValue() + "}"
+					}
+				}
+				counts[k] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Logf("gateway backchannel metrics: %v", counts)
+	if counts["rdmagw_backchannel_calls_total"] != 3 || counts["rdmagw_backchannel_replies_total"] != 3 ||
+		counts["rdmagw_backchannel_errors_total{too_big}"] != 1 {
+		t.Fatalf("metrics %v", counts)
+	}
+	if err := a.DestroySession(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

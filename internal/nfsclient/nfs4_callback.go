@@ -239,10 +239,22 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 		status = nfs4ErrMinorVers
 	}
 	var slot *cbSlot
+	// garbage ends a call whose arguments stop decoding. Its
+	// CB_SEQUENCE may already have advanced the slot: the reply cached
+	// there belongs to the previous request and must not answer a
+	// retransmission of this one (which gets RETRY_UNCACHED_REP).
+	garbage := func() bool {
+		if slot != nil {
+			c.cb.mu.Lock()
+			slot.reply = nil
+			c.cb.mu.Unlock()
+		}
+		return false
+	}
 	for i := uint32(0); i < nops && status == uint32(NFS4OK); i++ {
 		op := d.U32()
 		if d.Err() != nil {
-			return false
+			return garbage()
 		}
 		var r opRes
 		r.op = op
@@ -268,7 +280,7 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 			r.op, r.status = opCBIllegal, nfs4ErrOpIllegal
 		}
 		if d.Err() != nil {
-			return false
+			return garbage()
 		}
 		if i == 0 && op != opCBSequence && r.status == uint32(NFS4OK) {
 			r.status = 10071 // NFS4ERR_OP_NOT_IN_SESSION
@@ -284,12 +296,15 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 		e.PutUint32(r.status)
 		e.PutFixedOpaque(r.body)
 	}
-	if slot != nil && e.Err() == nil {
+	if e.Err() != nil {
+		return garbage()
+	}
+	if slot != nil {
 		c.cb.mu.Lock()
 		slot.reply = append(slot.reply[:0], e.Bytes()...)
 		c.cb.mu.Unlock()
 	}
-	return e.Err() == nil
+	return true
 }
 
 // cbSequence checks CB_SEQUENCE against the back channel's slot table.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,16 +65,16 @@ import (
 // delegations; everything else works. A Linux client whose SETCLIENTID
 // names netid "rdma" gets no callbacks from a TCP-only filer at all.
 
-// BackchannelConfig configures the backchannel of the forward gateway.
-// (The lead wires it into Config as `backchannel:`; until then the
-// defaults apply.)
+// BackchannelConfig is the backchannel section of Config
+// (`backchannel:`, forward mode; configs/forward.yaml documents it).
 type BackchannelConfig struct {
 	// Disabled turns the backchannel off: backward replies from clients
 	// are then treated as malformed calls and callbacks from the server
-	// are answered SYSTEM_ERR.
+	// are answered SYSTEM_ERR (counted with reason "disabled").
 	Disabled bool `yaml:"disabled"`
 	// MaxCalls bounds the callbacks outstanding per client, whatever the
-	// client grants (default 8; Linux clients grant 16).
+	// client grants (default 8; Linux clients grant 16). Each is one more
+	// receive buffer posted on the client's connection.
 	MaxCalls int `yaml:"max_calls"`
 	// Queue is how many callbacks may wait for a credit per client
 	// (default 64); beyond it a callback is answered SYSTEM_ERR.
@@ -85,22 +84,48 @@ type BackchannelConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
+// Defaults and bounds of the backchannel section.
+const (
+	DefaultBackchannelCalls   = 8
+	DefaultBackchannelQueue   = 64
+	DefaultBackchannelTimeout = 2 * time.Minute
+	MaxBackchannelCalls       = 256
+	MaxBackchannelQueue       = 4096
+)
+
+// withDefaults fills in zero fields (for Configs built in code rather
+// than parsed, which Validate would refuse).
 func (c BackchannelConfig) withDefaults() BackchannelConfig {
 	if c.MaxCalls <= 0 {
-		c.MaxCalls = 8
+		c.MaxCalls = DefaultBackchannelCalls
 	}
 	if c.Queue <= 0 {
-		c.Queue = 64
+		c.Queue = DefaultBackchannelQueue
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = 2 * time.Minute
+		c.Timeout = DefaultBackchannelTimeout
 	}
 	return c
 }
 
-// DefaultBackchannel is the backchannel configuration sessions use until
-// Config carries one.
+// DefaultBackchannel is the backchannel section of DefaultConfig.
 var DefaultBackchannel = BackchannelConfig{}.withDefaults()
+
+// ResponderBackchannel is the engine's side of the section, for
+// rdmarpc.ResponderConfig.Backchannel of each client connection: the
+// callbacks outstanding (and receives posted for their replies) and how
+// long one may wait for its reply. Disabled posts no receives for it.
+func (c *Config) ResponderBackchannel() rdmarpc.ResponderBackchannel {
+	b := c.Backchannel.withDefaults()
+	if b.Disabled {
+		return rdmarpc.ResponderBackchannel{MaxCalls: -1}
+	}
+	return rdmarpc.ResponderBackchannel{MaxCalls: b.MaxCalls, Timeout: b.Timeout}
+}
+
+// Reasons of rdmagw_backchannel_errors_total (BackwardError maps the
+// engine's "closed" to client_gone).
+var bcErrorReasons = []string{"too_big", "no_credit", "client_gone", "unmatched", "timeout", "disabled"}
 
 // bcMetrics are the backchannel's Prometheus metrics; it implements
 // rdmarpc.BackchannelMetrics.
@@ -110,28 +135,27 @@ type bcMetrics struct {
 	errs    *prometheus.CounterVec
 }
 
-var (
-	bcMetricsMu  sync.Mutex
-	bcMetricsFor = map[*Metrics]*bcMetrics{}
-)
-
-// backchannel returns m's backchannel metrics, registering them on first
-// use.
-func (m *Metrics) backchannel() *bcMetrics {
-	bcMetricsMu.Lock()
-	defer bcMetricsMu.Unlock()
-	if b := bcMetricsFor[m]; b != nil {
-		return b
-	}
+// newBCMetrics registers the backchannel metrics (NewMetricsFor). In
+// forward mode every reason of the error counter starts at 0, so rates
+// and alerts see the series before the first error; reverse mode has no
+// backchannel and exports only the two zero counters.
+func newBCMetrics(f factory, mode string) *bcMetrics {
 	b := &bcMetrics{
-		calls:   m.f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the backend connection) forwarded to RDMA clients as backward-direction calls."),
-		replies: m.f.counter("rdmagw_backchannel_replies_total", "Backward-direction replies received from RDMA clients (callback replies), forwarded to the NFS server."),
-		errs: m.f.counterVec("rdmagw_backchannel_errors_total",
+		calls:   f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the backend connection) forwarded to RDMA clients as backward-direction calls."),
+		replies: f.counter("rdmagw_backchannel_replies_total", "Backward-direction replies received from RDMA clients (callback replies), forwarded to the NFS server."),
+		errs: f.counterVec("rdmagw_backchannel_errors_total",
 			"Callbacks not delivered and backchannel messages dropped, by reason (too_big: larger than the client's inline receive size; no_credit: the client's backchannel credits and the queue were full; client_gone: the client connection ended first; unmatched: a backward reply for no outstanding callback; timeout: no reply in backchannel.timeout; disabled: the backchannel is off).", "reason"),
 	}
-	bcMetricsFor[m] = b
+	if mode == "forward" {
+		for _, r := range bcErrorReasons {
+			b.errs.WithLabelValues(r)
+		}
+	}
 	return b
 }
+
+// backchannel returns m's backchannel metrics.
+func (m *Metrics) backchannel() *bcMetrics { return m.bc }
 
 func (b *bcMetrics) BackwardCall(int)  { b.calls.Inc() }
 func (b *bcMetrics) BackwardReply(int) { b.replies.Inc() }
@@ -156,7 +180,7 @@ type bcSession struct {
 // initBackchannel enables backward-direction calls on the session's
 // connection. Called by newSession, before Serve.
 func (s *session) initBackchannel() {
-	cfg := DefaultBackchannel
+	cfg := s.cfg.Backchannel.withDefaults()
 	s.bc.cfg = cfg
 	s.bc.met = s.met.backchannel()
 	if cfg.Disabled {

@@ -32,9 +32,12 @@ type Config struct {
 	// which validates it; default off). Its filer.address defaults to
 	// backend.address.
 	AuxRelay auxrelay.Config `yaml:"aux_relay"`
-	Pool     PoolConfig      `yaml:"pool"`
-	Metrics  MetricsConfig   `yaml:"metrics"`
-	Log      LogConfig       `yaml:"log"`
+	// Backchannel (forward mode) carries NFSv4.1+ callbacks from the
+	// server's TCP connection to the RDMA client (backchannel.go).
+	Backchannel BackchannelConfig `yaml:"backchannel"`
+	Pool        PoolConfig        `yaml:"pool"`
+	Metrics     MetricsConfig     `yaml:"metrics"`
+	Log         LogConfig         `yaml:"log"`
 }
 
 // ListenConfig is where clients connect: RDMA clients in forward mode,
@@ -212,7 +215,8 @@ func DefaultConfig() Config {
 			ReplyChunkRetries: DefaultChunkRetries,
 			MaxCallBytes:      ByteSize(defaultMaxReply),
 		},
-		AuxRelay: auxrelay.DefaultConfig(),
+		AuxRelay:    auxrelay.DefaultConfig(),
+		Backchannel: DefaultBackchannel,
 		Pool: PoolConfig{
 			MaxBytes:  DefaultPoolMaxBytes,
 			SlabBytes: 4 << 20,

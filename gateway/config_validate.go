@@ -51,6 +51,7 @@ func (c *Config) Validate() error {
 		c.validateReverse(bad)
 	}
 	c.validateAuxRelay(bad)
+	c.validateBackchannel(bad)
 	for i, n := range c.Listen.AllowedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			bad(fmt.Sprintf("listen.allowed_networks[%d]", i), "not a CIDR prefix such as 10.0.0.0/8: %q", n)
@@ -193,4 +194,20 @@ func (c *Config) validateAuxRelay(bad func(string, string, ...any)) {
 			bad("aux_relay", "%v", e)
 		}
 	}
+}
+
+// validateBackchannel checks backchannel (read in forward mode; checked
+// in both, as the other sections are).
+func (c *Config) validateBackchannel(bad func(string, string, ...any)) {
+	b := &c.Backchannel
+	// Each call outstanding is one more receive of rdma.inline_recv
+	// bytes posted per connection; Linux clients grant 16.
+	if b.MaxCalls < 1 || b.MaxCalls > MaxBackchannelCalls {
+		bad("backchannel.max_calls", "must be between 1 and %d (got %d)", MaxBackchannelCalls, b.MaxCalls)
+	}
+	// Each queued callback holds up to an inline-sized message.
+	if b.Queue < 1 || b.Queue > MaxBackchannelQueue {
+		bad("backchannel.queue", "must be between 1 and %d (got %d)", MaxBackchannelQueue, b.Queue)
+	}
+	checkDuration(bad, "backchannel.timeout", b.Timeout, time.Millisecond)
 }

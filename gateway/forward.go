@@ -214,6 +214,7 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		Pool:                f.pool,
 		Logger:              f.log.Named("rdma"),
 		Metrics:             f.met,
+		Backchannel:         f.cfg.ResponderBackchannel(),
 	})
 	if err != nil {
 		conn.Close()

@@ -61,6 +61,7 @@ type Metrics struct {
 	callsDropped   *prometheus.CounterVec
 	ddpFallbacks   prometheus.Counter
 	backendErrors  *prometheus.CounterVec
+	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
 }
 
 // procKey names one procedure of one program version.
@@ -168,6 +169,8 @@ func NewMetricsFor(mode string) *Metrics {
 		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway).", "reason")
 	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
 	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; lost: an established RDMA backend connection ended, reverse mode).", "where")
+
+	m.bc = newBCMetrics(f, mode)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

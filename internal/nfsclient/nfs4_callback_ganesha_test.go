@@ -5,12 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,136 +15,45 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfstest/ganesha"
 )
 
-// delegConf is internal/nfstest/ganesha's configuration with delegations
-// on (NFSV4 Delegations and the export's Delegations) and FSAL MEM, which
-// grants them (FSAL VFS answers every delegation request with "Delegation
-// type not supported"). TODO(lead): an
-// Options.Delegations in internal/nfstest/ganesha would replace this copy.
-const delegConf = `NFS_CORE_PARAM {
-    Bind_Addr = 127.0.0.1;
-    NFS_Port = %d;
-    MNT_Port = %d;
-    NLM_Port = %d;
-    Rquota_Port = %d;
-    Protocols = 3, 4;
-    Enable_NLM = false;
-    Enable_RQUOTA = false;
-    Enable_UDP = false;
-    Mount_Path_Pseudo = true;
-}
-NFSV4 {
-    Graceless = true;
-    Minor_Versions = 1, 2;
-    Lease_Lifetime = 15;
-    RecoveryBackend = fs;
-    RecoveryRoot = %s;
-    Allow_Numeric_Owners = true;
-    Only_Numeric_Owners = true;
-    Delegations = true;
-}
-NFS_KRB5 { Active_krb5 = false; }
-EXPORT_DEFAULTS { Squash = No_Root_Squash; SecType = sys; }
-EXPORT {
-    Export_Id = 1;
-    Path = %s;
-    Pseudo = /vfs;
-    Access_Type = RW;
-    Protocols = 4;
-    Transports = TCP;
-    Delegations = readwrite;
-    FSAL { Name = MEM; }
-}
-LOG { Default_Log_Level = EVENT; COMPONENTS { STATE = FULL_DEBUG; NFS_CB = FULL_DEBUG; } }
-`
-
-// startDelegGanesha starts a private ganesha with delegations enabled.
+// startDelegGanesha starts a private ganesha with delegations enabled
+// (ganesha.Options.Delegations); if the test fails or runs verbose, its
+// log lines about delegations and callbacks are printed at the end.
 func startDelegGanesha(t *testing.T) *ganesha.Server {
 	t.Helper()
-	bin, err := exec.LookPath("ganesha.nfsd")
-	if err != nil {
-		t.Skip("nfs-ganesha not installed (scripts/install-deps.sh --test)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("nfs-ganesha needs root here")
-	}
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:111", time.Second); err == nil {
-		c.Close()
-	} else {
-		ganesha.Start(t, ganesha.Options{}) // brings rpcbind up
-	}
-	dir := t.TempDir()
-	export, recov := filepath.Join(dir, "export"), filepath.Join(dir, "recov")
-	for _, d := range []string{export, recov} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lf, err := os.OpenFile(ganesha.LockPath, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	ports := ganesha.FreePorts(t, 4, false)
-	cf := filepath.Join(dir, "ganesha.conf")
-	if err := os.WriteFile(cf, []byte(fmt.Sprintf(delegConf, ports[0], ports[1], ports[2], ports[3], recov, export)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf := filepath.Join(dir, "ganesha.log")
-	cmd := exec.Command(bin, "-F", "-f", cf, "-L", logf, "-p", filepath.Join(dir, "ganesha.pid"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	g := ganesha.Start(t, ganesha.Options{Delegations: true})
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() || testing.Verbose() {
-			log, _ := os.ReadFile(logf)
-			lines := strings.Split(string(log), "\n")
-			var keep []string
-			for _, l := range lines {
-				if strings.Contains(l, "CONFIG") || strings.Contains(l, "onfig") || strings.Contains(l, "deleg") || strings.Contains(l, "Deleg") || strings.Contains(l, "CB") ||
-					strings.Contains(l, "callback") || strings.Contains(l, "backchannel") || strings.Contains(l, "recall") {
+		if !t.Failed() && !testing.Verbose() {
+			return
+		}
+		log, _ := os.ReadFile(g.Log)
+		var keep []string
+		for _, l := range strings.Split(string(log), "\n") {
+			for _, w := range []string{"onfig", "eleg", "CB", "callback", "backchannel", "recall"} {
+				if strings.Contains(l, w) {
 					keep = append(keep, l)
+					break
 				}
 			}
-			if len(keep) > 60 {
-				keep = keep[len(keep)-60:]
-			}
-			t.Logf("ganesha log (callback lines):\n%s", strings.Join(keep, "\n"))
 		}
+		if len(keep) > 60 {
+			keep = keep[len(keep)-60:]
+		}
+		t.Logf("ganesha log (callback lines):\n%s", strings.Join(keep, "\n"))
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		log, _ := os.ReadFile(logf)
-		if bytes.Contains(log, []byte("NFS SERVER INITIALIZED")) {
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.Close()
-				break
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("ganesha exited: %s\n%s", out.String(), log)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ganesha not up after 30s:\n%s", log)
-		}
-	}
-	return &ganesha.Server{NFSAddr: addr, Export: "/vfs", Dir: export}
+	return g
 }
 
-// createFile creates name in dir with data (FSAL MEM: the file exists
-// only in the server) and closes it.
+// noDelegation is the skip message of a test whose OPEN got no
+// delegation from ganesha.
+func noDelegation(c *nfsclient.V4) string {
+	all, nulls := c.CallbacksServed()
+	return fmt.Sprintf("ganesha granted no read delegation although delegations are on "+
+		"(ganesha 4.3: only FSAL GPFS and CEPH report delegation support, VFS logs "+
+		"\"Delegation type not supported\"); callbacks served %d (CB_NULL %d), SEQUENCE status flags %#x",
+		all, nulls, c.SeqStatusFlags())
+}
+
+// createFile creates name in dir with data and closes it.
 func createFile(t *testing.T, ctx context.Context, c *nfsclient.V4, dir []byte, name string, data []byte) {
 	t.Helper()
 	f, err := c.Open(ctx, dir, name, true)
@@ -217,9 +122,9 @@ func TestV41DelegationRecallThroughGateway(t *testing.T) {
 	t.Logf("A: callbacks served before the recall: %d (CB_NULL %d); delegation %v; status flags %#x", all, nulls, dg != nil, a.SeqStatusFlags())
 	if dg == nil {
 		// ganesha 4.3: only FSAL GPFS and CEPH report delegation
-		// support (fso_delegations_r); VFS and MEM log "Delegation type
-		// not supported". TestV41CallbacksThroughGateway covers the path.
-		t.Skipf("ganesha granted no read delegation (its FSAL has no delegation support); callbacks served %d", all)
+		// support (fso_delegations_r). TestV41CallbacksThroughGateway
+		// covers the callback path without a delegation.
+		t.Skip(noDelegation(a))
 	}
 	got, _, err := a.Read(ctx, fa, 0, uint32(len(old)))
 	if err != nil || !bytes.Equal(got, old) {
@@ -322,8 +227,7 @@ func TestV41DelegationRecallTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if dg == nil {
-		all, nulls := a.CallbacksServed()
-		t.Skipf("ganesha granted no read delegation (its FSAL has no delegation support; callbacks served %d, CB_NULL %d, status flags %#x)", all, nulls, a.SeqStatusFlags())
+		t.Skip(noDelegation(a))
 	}
 	b := &nfsclient.V4{T: dial()}
 	if err := b.Setup(ctx); err != nil {

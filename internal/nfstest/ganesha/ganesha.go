@@ -38,6 +38,12 @@ type Options struct {
 	// UDP serves every enabled program over UDP as well (Enable_UDP), on
 	// the same port numbers as TCP.
 	UDP bool
+	// Delegations turns NFSv4 delegations on (NFSV4 { Delegations = true; }
+	// and the export's Delegations = readwrite) and logs the state and
+	// callback components at FULL_DEBUG (Server.Log). Whether a delegation
+	// is then granted is up to the FSAL: in ganesha 4.3 VFS answers every
+	// request with "Delegation type not supported".
+	Delegations bool
 }
 
 // Server is a running nfs-ganesha.
@@ -47,6 +53,7 @@ type Server struct {
 	NLMAddr   string // "127.0.0.1:port" of NLM v4; empty unless Options.NLM
 	Export    string // the v3 mount path / v4 pseudo path ("/vfs")
 	Dir       string // the exported directory on the local file system
+	Log       string // ganesha's log file
 
 	attempts int // servers started to get this one (see Start)
 }
@@ -75,6 +82,7 @@ NFSV4 {
     RecoveryRoot = "%s";
     Allow_Numeric_Owners = true;
     Only_Numeric_Owners = true;
+    Delegations = %t;
 }
 NFS_KRB5 { Active_krb5 = false; }
 EXPORT_DEFAULTS { Squash = No_Root_Squash; SecType = sys; }
@@ -85,9 +93,10 @@ EXPORT {
     Access_Type = RW;
     Protocols = 3, 4;
     Transports = %s;
+    Delegations = %s;
     FSAL { Name = VFS; }
 }
-LOG { Default_Log_Level = EVENT; }
+LOG { Default_Log_Level = EVENT;%s }
 `
 
 // Start starts a private nfs-ganesha for the test (stopped at its
@@ -146,7 +155,11 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 		transports = "TCP, UDP"
 	}
 	cf := filepath.Join(dir, "ganesha.conf")
-	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, recov, export, transports)
+	delegs, logComps := "none", ""
+	if o.Delegations {
+		delegs, logComps = "readwrite", " COMPONENTS { STATE = FULL_DEBUG; NFS_CB = FULL_DEBUG; }"
+	}
+	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, recov, o.Delegations, export, transports, delegs, logComps)
 	if err := os.WriteFile(cf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +179,7 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 		MountAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		Export:    "/vfs",
 		Dir:       export,
+		Log:       logf,
 	}
 	want := []string{s.NFSAddr, s.MountAddr}
 	if o.NLM {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,6 +43,42 @@ func TestParallelStarts(t *testing.T) {
 			}
 			if err := os.WriteFile(filepath.Join(s.Dir, "f"), nil, 0o644); err != nil {
 				t.Errorf("export dir: %v", err)
+			}
+		})
+	}
+}
+
+// Options.Delegations turns delegations on in the NFSV4 block and the
+// export; ganesha accepts the configuration (it exits on a bad one) and
+// a server without the option keeps them off.
+func TestDelegationsOption(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delegations=%t", on), func(t *testing.T) {
+			s := Start(t, Options{Delegations: on})
+			conf, err := os.ReadFile(filepath.Join(filepath.Dir(s.Log), "ganesha.conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{
+				"Delegations = true;":      on,
+				"Delegations = readwrite;": on,
+				"Delegations = false;":     !on,
+				"Delegations = none;":      !on,
+				"NFS_CB = FULL_DEBUG;":     on,
+			}
+			for line, present := range want {
+				if got := strings.Contains(string(conf), line); got != present {
+					t.Errorf("ganesha.conf contains %q: %t, want %t", line, got, present)
+				}
+			}
+			log, err := os.ReadFile(s.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ganesha reports a bad parameter as "Config File (path:line):
+			// ..." and may still start.
+			if !strings.Contains(string(log), "Configuration file successfully parsed") || strings.Contains(string(log), "Config File (") {
+				t.Errorf("ganesha did not take the configuration cleanly:\n%s", log)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package tcprpc
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -41,6 +40,8 @@ type RecordWriter struct {
 	hdrs []byte      // 4 bytes of fragment header per fragment
 	iov  [][]byte    // iovec storage, reused
 	bufs net.Buffers // what WriteTo consumes; re-sliced from iov each call
+
+	three [3][]byte // WriteRecord's head, payload, tail as a vector for WriteRecordv
 }
 
 // NewRecordWriter returns a RecordWriter over w; c may be nil.
@@ -72,54 +73,8 @@ func (rw *RecordWriter) Reset(w io.Writer) {
 // every MaxFragment bytes, cutting through the three slices wherever it
 // falls; the last carries the L bit.
 func (rw *RecordWriter) WriteRecord(head, payload, tail []byte) error {
-	if rw.err != nil {
-		return rw.err
-	}
-	total := len(head) + len(payload) + len(tail)
-	if total < len(head) || total < len(payload) {
-		return errRecordOverflow
-	}
-	nfrags := 1
-	if total > 0 {
-		nfrags = (total-1)/rw.maxFrag + 1 // no overflow near MaxInt
-	}
-	if need := nfrags * fragmentHeaderLen; len(rw.hdrs) < need {
-		rw.hdrs = make([]byte, need)
-	}
-
-	parts := [3][]byte{head, payload, tail}
-	pi := 0
-	iov := rw.iov[:0]
-	left := total
-	for f := range nfrags {
-		n := min(left, rw.maxFrag)
-		left -= n
-		h := rw.hdrs[f*fragmentHeaderLen : (f+1)*fragmentHeaderLen]
-		v := uint32(n)
-		if left == 0 {
-			v |= lastFragment
-		}
-		binary.BigEndian.PutUint32(h, v)
-		iov = append(iov, h)
-		for n > 0 {
-			for len(parts[pi]) == 0 {
-				pi++
-			}
-			c := min(n, len(parts[pi]))
-			iov = append(iov, parts[pi][:c])
-			parts[pi] = parts[pi][c:]
-			n -= c
-		}
-	}
-	rw.iov = iov
-	rw.bufs = iov
-	_, err := rw.bufs.WriteTo(rw.w)
-	// Drop the references to the caller's buffers so the writer does not
-	// keep them alive.
-	clear(rw.iov)
-	rw.bufs = nil
-	if err != nil {
-		rw.err = err
-	}
+	rw.three = [3][]byte{head, payload, tail}
+	err := rw.WriteRecordv(rw.three[:])
+	rw.three = [3][]byte{} // keep no reference to the caller's buffers
 	return err
 }

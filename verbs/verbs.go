@@ -74,7 +74,14 @@ type MR interface {
 	// Invalidate makes the rkey unusable by any peer from now on (an RDMA
 	// access with it then fails with a remote access error). Local use
 	// stays valid. Invalidating twice is not an error. A peer can do the
-	// same with Send with Invalidate.
+	// same with Send with Invalidate, but only where the provider supports
+	// remote invalidation of its regions: the pure-Go provider does; the
+	// ibverbs provider does not (ibv_reg_mr memory is neither a memory
+	// window nor a fast-registration MR, so rxe and mlx5 fail such a Send
+	// at the receiver with StatusRemoteInvalidReq and break the
+	// connection; verbstest.Quirks.NoRemoteInvalidate). RPC-over-RDMA
+	// must therefore not advertise "Send With Invalidate OK" (RFC 8797
+	// private data) on such a provider: rdmarpc never does.
 	Invalidate() error
 	// Valid reports whether the rkey is still valid.
 	Valid() bool

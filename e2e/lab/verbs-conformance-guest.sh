@@ -9,7 +9,7 @@ ulimit -l unlimited
 cd "$OUT" || exit 2
 export RDMAGW_VERBS_ADDR=$RXE_IP
 t0=$(now)
-"$BIN" -test.v -test.run '^TestConformance$' -test.timeout 25m "$@" > "$OUT/verbs.log" 2>&1
+"$BIN" -test.v -test.run '^Test' -test.timeout 25m "$@" > "$OUT/verbs.log" 2>&1
 rc=$?
 result verbs-conformance "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(elapsed "$t0")"
 [ $rc = 0 ] || dmesg | tail -30 > "$OUT/dmesg-tail.txt"

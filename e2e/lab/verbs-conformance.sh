@@ -1,5 +1,6 @@
 #!/bin/bash
-# verbs-conformance.sh - run the verbs conformance suite on the ibverbs
+# verbs-conformance.sh - run the verbs conformance suite (and the provider's
+# own tests: TestReadDepthsLinuxClient) on the ibverbs
 # provider (libibverbs/librdmacm via cgo) against soft-RoCE in the QEMU lab.
 #
 #   e2e/lab/verbs-conformance.sh [go test flags...]

@@ -115,6 +115,16 @@ func (d *device) Dial(ctx context.Context, addr string, opts verbs.ConnOptions) 
 	if err != nil {
 		return nil, err
 	}
+	c, err := d.dialWith(ctx, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// dialWith is Dial with resolved options (tests set depths ConnOptions
+// cannot express, such as the Linux NFS/RDMA client's initiator depth 0).
+func (d *device) dialWith(ctx context.Context, addr string, o *options) (*conn, error) {
 	ip, port, err := splitIPPort(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -175,10 +185,20 @@ func (c *conn) dial(ctx context.Context, o *options, ip net.IP, port int, addr s
 		// The provider owns the QP: bring it to RTS with our own RNR
 		// retry count, then send the RTU.
 		c.private = ev.private
-		if err := c.modify(C.IBV_QPS_RTR, 0); err != nil {
+		// INIT again first: the QP went to INIT before the CM had a
+		// connection, with no remote access at all (the CM grants
+		// Remote Write, and Remote Read when the peer takes Reads, only
+		// from the reply on), so without this the peer could neither
+		// RDMA Write nor RDMA Read our memory (what librdmacm and the
+		// kernel's rdma_cm do as well). The CM's depths are the
+		// accept's answer to our request.
+		if err := c.modify(C.IBV_QPS_INIT, 0, -1); err != nil {
 			return err
 		}
-		if err := c.modify(C.IBV_QPS_RTS, o.RNRRetry); err != nil {
+		if err := c.modify(C.IBV_QPS_RTR, 0, -1); err != nil {
+			return err
+		}
+		if err := c.modify(C.IBV_QPS_RTS, o.RNRRetry, -1); err != nil {
 			return err
 		}
 		if rc, err := C.rdma_establish(c.id); rc != 0 {
@@ -303,7 +323,14 @@ func (l *listener) request(ev *cmEvent) {
 	c.id = ev.id
 	c.token = l.dev.ev.register(c)
 	C.gw_set_token(ev.id, C.uint64_t(c.token))
-	req := &connRequest{c: c, private: ev.private, ird: ev.initiatorDepth, ord: ev.responderResources,
+	// The CM reports a REQ from the listener's point of view (it swaps
+	// the fields): initiator_depth is the peer's responder resources (how
+	// many RDMA Reads we may have outstanding against it), and
+	// responder_resources the peer's initiator depth (how many it will
+	// have outstanding against us). The Linux NFS/RDMA client sends
+	// initiator_depth 0, responder_resources max_qp_rd_atom, which arrives
+	// here as 128/0 on rxe.
+	req := &connRequest{c: c, private: ev.private, ord: ev.initiatorDepth, ird: ev.responderResources,
 		laddr: addrOf(C.rdma_get_local_addr(ev.id)), raddr: addrOf(C.rdma_get_peer_addr(ev.id))}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -354,7 +381,7 @@ func (l *listener) Close() error {
 type connRequest struct {
 	c            *conn
 	private      []byte
-	ird, ord     int // the peer's initiator depth and responder resources
+	ird, ord     int // the peer's initiator depth (our IRD bound) and responder resources (our ORD bound)
 	laddr, raddr net.Addr
 	once         sync.Once
 }
@@ -381,24 +408,27 @@ func (r *connRequest) accept(opts verbs.ConnOptions) (*conn, error) {
 	if err == nil && c.id.verbs != c.dev.ctx {
 		err = fmt.Errorf("ibverbs: connect request arrived on another device than %s", c.dev.name)
 	}
+	// Reads we serve are bounded by what the peer will issue (its
+	// initiator depth), the Reads we issue by what the peer will serve
+	// (its responder resources). The QP gets the same depths as the
+	// accept reply announces.
+	var ird, ord int
 	if err == nil {
+		ird = min(o.ResponderResources, r.ird)
+		ord = min(o.InitiatorDepth, r.ord)
 		err = c.createQP(o)
 	}
 	if err == nil {
-		err = c.modify(C.IBV_QPS_RTR, 0)
+		err = c.modify(C.IBV_QPS_RTR, 0, ird)
 	}
 	if err == nil {
-		err = c.modify(C.IBV_QPS_RTS, o.RNRRetry)
+		err = c.modify(C.IBV_QPS_RTS, o.RNRRetry, ord)
 	}
 	if err != nil {
 		C.rdma_reject(c.id, nil, 0)
 		c.abandon()
 		return nil, err
 	}
-	// Reads we serve are bounded by what the peer will issue, and the
-	// other way round.
-	ird := min(o.ResponderResources, r.ird)
-	ord := min(o.InitiatorDepth, r.ord)
 	c.private = r.private
 	if err := c.connect(o, ird, ord, true); err != nil {
 		C.rdma_reject(c.id, nil, 0)

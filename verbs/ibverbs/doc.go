@@ -59,5 +59,17 @@
 //   - Private data arrives padded to the CM message size on InfiniBand and
 //     RoCE (56 bytes in a request, 196 in a reply, 148 in a reject).
 //   - InitiatorDepth/ResponderResources of 0 mean 16; both are capped at
-//     what the device and (when accepting) the peer allow.
+//     what the device and (when accepting) the peer allow. The CM reports a
+//     connect request from the listener's side (its initiator_depth is the
+//     peer's responder resources), so an accept's initiator depth is
+//     min(ours, the peer's responder resources) and its responder resources
+//     min(ours, the peer's initiator depth); the QP gets the same values
+//     (max_rd_atomic, max_dest_rd_atomic). The Linux NFS/RDMA client offers
+//     initiator depth 0 and responder resources max_qp_rd_atom (128 on rxe),
+//     so the gateway may have up to 16 Reads outstanding against it.
+//   - The provider creates its QPs itself (ibv_create_qp) and moves them
+//     through the states with rdma_init_qp_attr. A dialing QP goes to INIT
+//     before the CM has a connection, with no remote access; it is moved to
+//     INIT again when the reply arrives, which grants Remote Write (and
+//     Remote Read when the peer takes Reads), as librdmacm does.
 package ibverbs

@@ -224,7 +224,7 @@ func (c *conn) createQP(o *options) error {
 	}
 	c.qp = qp
 	c.qpNum = uint32(c.qp.qp_num)
-	if err := c.modify(C.IBV_QPS_INIT, 0); err != nil {
+	if err := c.modify(C.IBV_QPS_INIT, 0, -1); err != nil {
 		return err
 	}
 	c.sq.init(o.MaxSendWR, o.MaxSGE)
@@ -240,9 +240,10 @@ func (c *conn) createQP(o *options) error {
 }
 
 // modify moves the QP to state with the CM's attributes (RNR retry
-// count rnr in RTS).
-func (c *conn) modify(state C.int, rnr int) error {
-	if rc := C.gw_modify_qp(c.id, c.qp, state, C.int(rnr)); rc != 0 {
+// count rnr in RTS). rd >= 0 overrides the CM's RDMA Read depth of the
+// state: max_dest_rd_atomic (IRD) in RTR, max_rd_atomic (ORD) in RTS.
+func (c *conn) modify(state C.int, rnr, rd int) error {
+	if rc := C.gw_modify_qp(c.id, c.qp, state, C.int(rnr), C.int(rd)); rc != 0 {
 		return fmt.Errorf("ibverbs: modify QP to state %d: %w", int(state), errno(rc))
 	}
 	return nil

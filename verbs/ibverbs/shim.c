@@ -150,8 +150,13 @@ struct ibv_qp *gw_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
 }
 
 // gw_modify_qp moves qp to state with the attributes the CM computed for
-// the id (path, PSNs, RDMA Read depths), overriding the RNR retry count.
-int gw_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int state, int rnr_retry)
+// the id (path, PSNs, RDMA Read depths), overriding the RNR retry count in
+// RTS and, when rd_atomic >= 0, the RDMA Read depth of the state: the
+// responder resources (max_dest_rd_atomic) in RTR, the initiator depth
+// (max_rd_atomic) in RTS. A passive side must override them: before
+// rdma_accept the CM still holds the peer's REQ values, not the ones the
+// accept negotiates.
+int gw_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int state, int rnr_retry, int rd_atomic)
 {
 	struct ibv_qp_attr a;
 	int mask = 0;
@@ -159,9 +164,17 @@ int gw_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int state, int rnr_re
 	a.qp_state = state;
 	if (rdma_init_qp_attr(id, &a, &mask))
 		return errno ? errno : EINVAL;
+	if (state == IBV_QPS_RTR && rd_atomic >= 0) {
+		a.max_dest_rd_atomic = rd_atomic;
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC;
+	}
 	if (state == IBV_QPS_RTS) {
 		a.rnr_retry = rnr_retry;
 		mask |= IBV_QP_RNR_RETRY;
+		if (rd_atomic >= 0) {
+			a.max_rd_atomic = rd_atomic;
+			mask |= IBV_QP_MAX_QP_RD_ATOMIC;
+		}
 	}
 	return ibv_modify_qp(qp, &a, mask);
 }

@@ -60,7 +60,7 @@ void gw_set_token(struct rdma_cm_id *id, uint64_t token);
 int gw_set_nonblock(int fd);
 struct ibv_qp *gw_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, struct ibv_srq *srq,
                             int max_send_wr, int max_recv_wr, int max_sge);
-int gw_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int state, int rnr_retry);
+int gw_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int state, int rnr_retry, int rd_atomic);
 int gw_qp_error(struct ibv_qp *qp);
 int gw_connect(struct rdma_cm_id *id, struct ibv_qp *qp, int has_srq, const void *pd, int pd_len,
                int initiator_depth, int responder_resources, int rnr_retry, int accept);

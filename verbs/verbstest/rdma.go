@@ -62,6 +62,43 @@ func testRDMASizes(t *testing.T, c config) {
 	}
 }
 
+// testRDMAToDialer: the accepting side RDMA-Writes into and RDMA-Reads
+// from the dialing side's memory (the other cases only target the
+// acceptor). A provider that moves the dialing side's QP to INIT before
+// the CM has a connection must refresh its access flags once the reply
+// arrives, or the dialer's memory is out of reach (the reverse gateway
+// dials NFS/RDMA servers, which do exactly this to it).
+func testRDMAToDialer(t *testing.T, c config) {
+	e := newEnv(t, c)
+	p := e.connect(t, nil, nil)
+	const size = 4097
+	all := verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite
+	cliMem := e.cli.region(t, 2*size, all)
+	srvMem := e.srv.region(t, 2*size, verbs.AccessLocalWrite)
+	note := e.cli.region(t, 64, verbs.AccessLocalWrite)
+	fill(cliMem.Bytes(), 51)
+	fill(srvMem.Bytes(), 52)
+	want := append([]byte(nil), cliMem.Bytes()...)
+	copy(want[3:3+size], srvMem.Bytes()[:size])
+	postRecv(t, p.cli.conn, recvWR(1, note.sge(0, 64)))
+	post(t, p.srv.conn, chain(
+		rdmaWR(2, verbs.OpRDMAWrite, cliMem.at(3), srvMem.sge(0, size)),
+		sendWR(3, srvMem.sge(0, 8)),
+	))
+	wcs := e.waitWCs(t, p.srv.scq, 2)
+	mustWC(t, wcs[0], 2, verbs.OpRDMAWrite, verbs.StatusSuccess, p.srv.conn)
+	mustWC(t, wcs[1], 3, verbs.OpSend, verbs.StatusSuccess, p.srv.conn)
+	mustWC(t, e.waitOne(t, p.cli.rcq), 1, verbs.OpRecv, verbs.StatusSuccess, p.cli.conn)
+	same(t, "dialer's region after the acceptor's RDMA Write", cliMem.Bytes(), want)
+
+	fill(cliMem.Bytes(), 53)
+	want = append(want[:0], srvMem.Bytes()...)
+	copy(want[size:2*size], cliMem.Bytes()[5:5+size])
+	post(t, p.srv.conn, rdmaWR(4, verbs.OpRDMARead, cliMem.at(5), srvMem.sge(size, size)))
+	mustWC(t, e.waitOne(t, p.srv.scq), 4, verbs.OpRDMARead, verbs.StatusSuccess, p.srv.conn)
+	same(t, "acceptor's region after its RDMA Read", srvMem.Bytes(), want)
+}
+
 // sgl is one SGE for n bytes at off, or no SGE at all for n == 0: an SGE of
 // length 0 means 2 GiB to some HCAs, so zero-length work requests carry an
 // empty list.

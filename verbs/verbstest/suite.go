@@ -87,6 +87,13 @@ type Quirks struct {
 	// NoZeroLengthRDMA skips zero-length RDMA Write and Read (legal in
 	// both InfiniBand and RFC 5040, but some devices refuse them).
 	NoZeroLengthRDMA bool
+	// NoRemoteInvalidate: the provider's regions (ibv_reg_mr memory) cannot
+	// be invalidated by a peer. InfiniBand allows remote invalidation only
+	// of memory windows and fast-registration MRs, so on rxe and mlx5 a
+	// Send with Invalidate naming a plain MR's rkey fails at the receiver:
+	// its receive completes with StatusRemoteInvalidReq and its queue pair
+	// is broken. The Send/Invalidate case then expects exactly that.
+	NoRemoteInvalidate bool
 }
 
 // config is a Factory with defaults and environment overrides applied.
@@ -165,6 +172,7 @@ var cases = []testCase{
 	{"Send/ReceiveTooSmall", testReceiveTooSmall},
 	{"RDMA/Sizes", testRDMASizes},
 	{"RDMA/ScatterGather", testRDMAScatterGather},
+	{"RDMA/ToDialer", testRDMAToDialer},
 	{"RDMA/Pipeline", testRDMAPipeline},
 	{"Access/Remote", testRemoteAccess},
 	{"Access/Reregister", testReregister},

@@ -26,6 +26,10 @@ OUT=${OUT:-/tmp/rdmagw-lab-verbs}
 BIN=$OUT/ibverbs.test
 mkdir -p "$OUT"
 
+# The guest kernel and initramfs (idempotent: under a second once built;
+# on a fresh machine it installs the lab packages and fetches the kernel).
+"$REPO/e2e/vm/build-guest.sh" || { echo "verbs-conformance: LAB-FAIL: building the guest failed" >&2; exit 2; }
+
 echo "== building the ibverbs conformance test binary"
 race=()
 [ "${LAB_RACE:-0}" = 1 ] && race=(-race)

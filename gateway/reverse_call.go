@@ -291,6 +291,26 @@ func (s *revSlot) planReply() {
 		return
 	}
 	rooms := s.est.WriteRooms(s.rooms[:0])
+	if s.prog == ulb.ProgNFS && s.vers == 4 {
+		// No Write chunk for an NFSv4 READLINK link (nor any item after
+		// it): Linux knfsd (nfsd4_encode_readlink, 5.11 on) registers the
+		// result payload at the link's length word instead of its bytes,
+		// so a Write chunk gets the word and all but the link's last four
+		// bytes, which arrive inline in place of the word. The Linux
+		// client never offers one for READLINK (a Reply chunk or inline),
+		// so we do the same: those items come back inline, or in the
+		// Reply chunk sized for them here.
+		for k := 0; k < s.est.NItems && k < len(rooms); k++ {
+			if s.est.ItemKind[k] != ulb.KindReadlinkPath {
+				continue
+			}
+			for j := k; j < s.est.NItems; j++ {
+				s.est.Inline += (s.est.ItemMax[j] + 3) &^ 3
+			}
+			rooms = rooms[:k]
+			break
+		}
+	}
 	for i := range rooms {
 		rooms[i] = min(rooms[i], maxRoom)
 	}

@@ -25,6 +25,8 @@
 #   gw_binary                path of the host-built ibverbs gateway, or "" 
 #   start_gateway            write a forward config and start the gateway on
 #                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS
+#   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
+#                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
 
 OUT=${OUT:-/tmp}
@@ -315,6 +317,35 @@ log:
   level: ${E2E_GW_LOG:-info}
 EOC
     cp "$GW_CONF" "$OUT/forward.yaml"
+    gw_launch
+}
+
+# start_gateway_reverse: reverse config: TCP on $GW_RV_ADDR:$GW_RV_PORT
+# (127.0.0.1:2050) -> knfsd over RDMA (ibverbs on rxe) at $RXE_IP:20049
+start_gateway_reverse() {
+    GW_BIN=$(gw_binary) || return 1
+    GW_CONF=/tmp/reverse.yaml
+    cat > "$GW_CONF" <<EOC
+mode: reverse
+listen:
+  address: ${GW_RV_ADDR:-127.0.0.1}
+  port: ${GW_RV_PORT:-2050}
+backend:
+  address: $RXE_IP
+  port: 20049
+  provider: ibverbs
+  local_address: $RXE_IP
+metrics:
+  listen: $GW_METRICS
+log:
+  level: ${E2E_GW_LOG:-info}
+EOC
+    cp "$GW_CONF" "$OUT/reverse.yaml"
+    gw_launch
+}
+
+# gw_launch: check $GW_CONF, start $GW_BIN on it, wait for /metrics
+gw_launch() {
     "$GW_BIN" serve -c "$GW_CONF" -check || { echo "gateway rejects its config"; return 1; }
     ulimit -l unlimited 2>/dev/null
     bg gateway "$GW_BIN" serve -c "$GW_CONF"

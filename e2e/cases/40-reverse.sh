@@ -1,0 +1,111 @@
+#!/bin/bash
+# 40-reverse.sh - the other direction (issue #7), end to end with real Linux
+# peers: the guest kernel's NFS client over TCP -> rdmagw reverse (host-built
+# bin/rdmagw-ibverbs, listening on TCP 127.0.0.1:2050) -> the guest's knfsd
+# over RPC-over-RDMA (svcrdma on rxe0, $RXE_IP:20049; backend.provider
+# ibverbs). The same data suite as the forward case on NFSv3 (MOUNT straight
+# to knfsd's mountd over TCP: mountport/mountproto=tcp; the reverse gateway
+# only carries the NFS port), NFSv4.1 and 4.2. Then the gateway's /metrics,
+# reverse-mode directions (out = to the server, in = from it): Read-chunk
+# bytes (read_chunk out, the server RDMA-Reads WRITE payloads) must match
+# what the case wrote, Write-chunk bytes (write_chunk in, the server
+# RDMA-Writes READ results) what it read. Last a short benchmark: fio 1 MiB
+# sequential write/read, direct I/O, NFSv4.1, through the gateway vs the
+# kernel TCP client straight to knfsd over TCP, with the ratio (PERF lines,
+# $OUT/perf.txt; not pass/fail).
+# Without a gateway binary that has a "serve" subcommand: RESULT reverse SKIP.
+# e2e-timeout: 900  (run.sh: limit for this case's guest)
+. "$E2E_VM/lib.sh"
+VERSIONS=${E2E_VERSIONS:-3 4.1 4.2}
+GW_RV_ADDR=127.0.0.1 GW_RV_PORT=2050
+SECS=${E2E_PERF_SECS:-5}
+if ! gw_binary > /dev/null; then
+    result reverse SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
+    exit 0
+fi
+tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
+tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
+if ! check gw_start start_gateway_reverse; then stop_bg; exit 1; fi
+gw_scrape .start
+for v in $VERSIONS; do
+    # soft: a stuck gateway must turn into EIO and a FAIL, not a hung task
+    opts="vers=$v,proto=tcp,port=$GW_RV_PORT,${E2E_RV_OPTS:-soft,timeo=150,retrans=2}"; path=/
+    [ "$v" = 3 ] && { opts="$opts,nolock,mountaddr=$RXE_IP,mountport=$MOUNTD_PORT,mountproto=tcp"; path=$NFS_EXPORT; }
+    nfs_suite "rv_v${v/./}" "$GW_RV_ADDR:$path" "$opts"
+done
+
+# ---- the gateway's metrics must account for the bytes the case moved ------
+chk_metrics() {
+    gw_scrape || { echo "scrape failed"; return 1; }
+    local rc0 wc0 rc1 wc1 rd wr ok=0
+    rc0=$(gw_metric read_chunk out "$OUT/metrics.start.txt"); wc0=$(gw_metric write_chunk in "$OUT/metrics.start.txt")
+    rc1=$(gw_metric read_chunk out); wc1=$(gw_metric write_chunk in)
+    rd=$((rc1 - rc0)); wr=$((wc1 - wc0))
+    # within: -3 % (small WRITEs travel inline) .. +3 % + 1 MiB (READLINK
+    # results, XDR round-up) of the payload bytes the suite moved
+    inrange() { awk -v m="$1" -v e="$2" 'BEGIN{exit !(m >= e*0.97 - 65536 && m <= e*1.03 + 1048576)}'; }
+    echo "  read_chunk  (out) $rd bytes; the case wrote $NFS_BYTES_WRITTEN"
+    echo "  write_chunk (in)  $wr bytes; the case read  $NFS_BYTES_READ"
+    inrange "$rd" "$NFS_BYTES_WRITTEN" || { echo "  read_chunk bytes do not match the bytes written"; ok=1; }
+    inrange "$wr" "$NFS_BYTES_READ" || { echo "  write_chunk bytes do not match the bytes read"; ok=1; }
+    grep -E '^rdmagw_(bytes_total|gateway_error_replies_total|rdma_errors_received_total|reply_chunk_retries_total|backend_pings_total)' \
+        "$OUT/metrics.txt" | sed 's/^/  /'
+    return $ok
+}
+check gw_metrics chk_metrics
+
+# ---- performance: through the gateway vs straight to knfsd over TCP --------
+declare -A BW
+perf_fio() {   # perf_fio T W: 1 MiB seq write|read on /mnt/perf_T
+    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin out fld
+    [ "$w" = write ] && fld=47 || fld=6
+    drop_caches
+    out=$(timeout $((SECS + 120)) fio --name="$t-$w" --filename="$f" --size=64M \
+        --rw="$w" --bs=1M --iodepth=8 --ioengine=libaio --direct=1 --fallocate=none \
+        --time_based --runtime="$SECS" --ramp_time=1 --minimal 2>> "$OUT/fio-perf.err") ||
+        { echo "fio $t $w failed"; return 1; }
+    echo "$out" >> "$OUT/fio-perf.txt"
+    BW[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.1f", $(f+1)/1024}')
+    echo "  $t seq$w: ${BW[$t.$w]} MiB/s"
+}
+perf_dd() {    # no fio: dd 64 MiB with direct I/O
+    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin t0 s
+    drop_caches; t0=$(now)
+    if [ "$w" = write ]; then timeout 300 dd if=/tmp/src.dat of="$f" bs=1M count=64 oflag=direct status=none || return 1
+    else timeout 300 dd if="$f" of=/dev/null bs=1M iflag=direct status=none || return 1; fi
+    s=$(elapsed "$t0"); BW[$t.$w]=$(awk -v s="$s" 'BEGIN{printf "%.1f", 64/(s>0?s:0.1)}')
+    echo "  $t seq$w: ${BW[$t.$w]} MiB/s (dd)"
+}
+chk_perf() {
+    local t opts src ok=0 tool=perf_fio
+    command -v fio > /dev/null || tool=perf_dd
+    for t in gw tcp; do
+        case $t in
+            gw)  opts="vers=4.1,proto=tcp,port=$GW_RV_PORT"; src=$GW_RV_ADDR:/ ;;
+            tcp) opts="vers=4.1,proto=tcp,port=2049"; src=$RXE_IP:/ ;;
+        esac
+        mkdir -p "/mnt/perf_$t"
+        timeout 60 mount -t nfs -o "$opts" "$src" "/mnt/perf_$t" || { echo "mount $t failed"; ok=1; continue; }
+        echo "  $t: $(grep " /mnt/perf_$t " /proc/mounts | grep -o 'rsize=[0-9]*,wsize=[0-9]*')"
+        $tool "$t" write || ok=1
+        $tool "$t" read || ok=1
+        rm -f "/mnt/perf_$t/perf.bin"
+        timeout 60 umount "/mnt/perf_$t" || ok=1
+    done
+    ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 == 0) print "-"; else printf "%.2f", a/b }'; }
+    {
+        echo "PERF reverse: ${tool#perf_} direct I/O, NFSv4.1, ${SECS}s per workload, guest $(nproc) vCPU"
+        printf 'PERF %-22s %12s %12s %9s\n' workload "gw(rdma)" "tcp-direct" gw/tcp
+        for w in write read; do
+            printf 'PERF %-22s %12s %12s %9s\n' "1MiB seq$w (MiB/s)" "${BW[gw.$w]:--}" "${BW[tcp.$w]:--}" \
+                "$(ratio "${BW[gw.$w]:-}" "${BW[tcp.$w]:-}")"
+        done
+    } | tee "$OUT/perf.txt"
+    return $ok
+}
+check rv_perf chk_perf
+
+kill -0 "$GW_PID" 2>/dev/null || { result gw_alive FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
+[ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 30 "$OUT/gateway.log"; }
+stop_bg
+exit $((FAILS > 0))

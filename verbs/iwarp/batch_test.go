@@ -48,6 +48,47 @@ func TestBurstOneFence(t *testing.T) {
 	}
 }
 
+// A burst of large Writes is proven piecewise: one fence Read per
+// fenceBytes of payload, so the first Writes complete while the later ones
+// are still in flight (TestBurstOneFence is the small-message side of the
+// same rule). Data checked byte for byte, completions in order.
+func TestLargeBurstFencePerMiB(t *testing.T) {
+	cli, srv := pair(t, Config{}, "")
+	const n, size = 4, fenceBytes
+	remote := srv.mem(t, n*size, allAccess)
+	local := cli.mem(t, n*size, allAccess)
+	fill(local.Bytes(), 0xa7)
+	wrs := make([]verbs.SendWR, n)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
+		if i > 0 {
+			wrs[i-1].Next = &wrs[i]
+		}
+	}
+	c := cli.conn.(*conn)
+	c.mu.Lock()
+	before := c.txMSN[qnReadReq]
+	c.mu.Unlock()
+	if err := cli.conn.PostSend(&wrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range wrs {
+		wc := wait(t, cli.scq)
+		if wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess || wc.ByteLen != size {
+			t.Fatalf("completion %+v, want ID %d success", wc, i)
+		}
+	}
+	sameBytes(t, remote.Bytes(), local.Bytes())
+	c.mu.Lock()
+	reads := c.txMSN[qnReadReq] - before
+	c.mu.Unlock()
+	if reads != n {
+		t.Fatalf("%d zero-length Reads for %d Writes of %d bytes, want one per Write", reads, n, size)
+	}
+}
+
 // An entry whose buffer fails the local check in the middle of a batch:
 // the entries before it are sent and succeed (the peer has their data),
 // it completes with StatusLocalProtection, the rest flush, and a PostSend

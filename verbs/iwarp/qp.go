@@ -81,28 +81,31 @@ type conn struct {
 	fence      bool // Send/Write completion waits for placement proof
 	completeTx bool
 
-	mu       sync.Mutex
-	state    int
-	err      error
-	sq       []sqEntry
-	sqSGE    []verbs.SGE
-	sqHead   uint64 // oldest unretired
-	sqSent   uint64 // next to transmit
-	sqTail   uint64 // next free
-	covered  uint64 // entries < covered have a Read issued after them
-	orq      []orqEntry
-	orqHead  uint64
-	orqTail  uint64
-	irq      []irqEntry
-	irqHead  uint64
-	irqTail  uint64
-	txMSN    [3]uint32
-	failSeq  uint64 // the entry a received Terminate names (valid if failSet)
-	failSet  bool
-	failStat verbs.Status
-	term     *terminate // to send before closing
-	termSent bool
-	rtrSeen  bool
+	mu      sync.Mutex
+	state   int
+	err     error
+	sq      []sqEntry
+	sqSGE   []verbs.SGE
+	sqHead  uint64 // oldest unretired
+	sqSent  uint64 // next to transmit
+	sqTail  uint64 // next free
+	covered uint64 // entries < covered have a Read issued after them
+	// uncovered is the payload sent since the last Read that covers it:
+	// past fenceBytes a fence goes out although the queue has not drained.
+	uncovered int
+	orq       []orqEntry
+	orqHead   uint64
+	orqTail   uint64
+	irq       []irqEntry
+	irqHead   uint64
+	irqTail   uint64
+	txMSN     [3]uint32
+	failSeq   uint64 // the entry a received Terminate names (valid if failSet)
+	failSet   bool
+	failStat  verbs.Status
+	term      *terminate // to send before closing
+	termSent  bool
+	rtrSeen   bool
 
 	live   atomic.Bool
 	txIdle atomic.Bool // tx is parked (or about to park) waiting for a kick

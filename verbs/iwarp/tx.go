@@ -22,6 +22,12 @@ const (
 	batchFPDUs = 64
 	batchBytes = 512 << 10
 	batchWRs   = 32 // send-queue entries (and Read Responses) gathered into one batch
+	// fenceBytes bounds the payload a fence Read proves at once. A long
+	// stream of large Writes then completes as it goes (like the ACKs of
+	// an InfiniBand RC queue) instead of all at its end: the requester
+	// recycles buffers and posts more while earlier bytes are still being
+	// placed and checksummed on the far side, so the pipe never drains.
+	fenceBytes = 1 << 20
 )
 
 var (
@@ -404,9 +410,13 @@ func (c *conn) txLoop() {
 				}
 				c.orqTail++
 				c.covered = seq + 1
+				c.uncovered = 0
 			case verbs.OpSend, verbs.OpSendInv:
 				e.msn = c.txMSN[qnSend]
 				c.txMSN[qnSend]++
+			}
+			if e.op != verbs.OpRDMARead {
+				c.uncovered += e.length
 			}
 			e.sent = true
 			c.sqSent++
@@ -416,14 +426,18 @@ func (c *conn) txLoop() {
 		to := c.sqSent
 		// One zero-length Read proves the placement of the whole burst:
 		// everything sent and not yet covered, this batch included. It
-		// waits until the batch has drained the queue, so a burst larger
-		// than one batch still gets one fence, after its last entry.
+		// waits until the batch has drained the queue, so a burst of small
+		// messages larger than one batch still gets one fence, after its
+		// last entry; a burst carrying more than fenceBytes gets one per
+		// fenceBytes.
 		var fenceMSN uint32
-		fence := c.fence && c.covered < to && c.sqSent == c.sqTail && c.orqTail-c.orqHead < uint64(len(c.orq))
+		fence := c.fence && c.covered < to && (c.sqSent == c.sqTail || c.uncovered >= fenceBytes) &&
+			c.orqTail-c.orqHead < uint64(len(c.orq))
 		if fence {
 			c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: to}
 			c.orqTail++
 			c.covered = to
+			c.uncovered = 0
 			fenceMSN = c.txMSN[qnReadReq]
 			c.txMSN[qnReadReq]++
 		}

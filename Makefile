@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 10s
 
-.PHONY: build build-ibverbs test fuzz bench vet deps lab-verbs e2e clean
+.PHONY: build build-ibverbs lab-tools test fuzz bench vet deps lab-verbs e2e clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/rdmagw ./cmd/rdmagw
@@ -12,6 +12,11 @@ build:
 # scripts/install-deps.sh --lab).
 build-ibverbs:
 	CGO_ENABLED=1 $(GO) build -tags ibverbs -o bin/rdmagw-ibverbs ./cmd/rdmagw
+
+# helpers the kernel lab's cases run in the guest (e2e/run.sh builds them too)
+lab-tools:
+	CGO_ENABLED=0 $(GO) build -o bin/locktool ./e2e/tools/locktool
+	CGO_ENABLED=0 $(GO) build -o bin/sockact ./e2e/tools/sockact
 
 deps:
 	scripts/install-deps.sh --test

@@ -15,7 +15,11 @@
 #                            $RXE_IP/24; exports RXE_DEV RXE_NETDEV RXE_IP RXE_GID_IDX
 #   setup_knfsd [rdma]       knfsd exporting a tmpfs at $NFS_EXPORT (fsid=0) on
 #                            TCP 2049 (+ RDMA 20049 with "rdma"); mountd on
-#                            TCP/UDP $MOUNTD_PORT; nfsdcld (no grace), lease 10 s
+#                            TCP/UDP $MOUNTD_PORT; nfsdcld (no grace), lease 10 s;
+#                            starts rpcbind unless one already answers
+#   setup_rpcbind_local      rpcbind on 127.0.0.1:111 (+ $RXE_IP:$CLIENT_RPCBIND_PORT)
+#                            only, so the gateway's responder can own $RXE_IP:111
+#   setup_statd              rpc.statd (NSM) for lockd, client and server side
 #   drop_caches              sync and drop the guest's page/dentry/inode caches
 #   nfs_suite PFX SRC OPTS   mount SRC with OPTS and run the data checks
 #                            (64 MiB dd, fio pattern, file sizes, namespace
@@ -24,10 +28,12 @@
 # Gateway
 #   gw_binary                path of the host-built ibverbs gateway, or "" 
 #   start_gateway            write a forward config and start the gateway on
-#                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS
+#                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS;
+#                            $GW_EXTRA_CONF is appended to the config
 #   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
 #                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
+#   metric_sum NAME [FILE]   a metric summed over all its label sets
 
 OUT=${OUT:-/tmp}
 RXE_IP=${RXE_IP:-10.99.0.1}
@@ -153,15 +159,20 @@ setup_knfsd() {
     mkdir -p "$NFS_EXPORT"
     mount -t tmpfs -o size=1536m,mode=1777 tmpfs "$NFS_EXPORT"
     echo "$NFS_EXPORT *(rw,sync,no_root_squash,insecure,no_subtree_check,fsid=0)" > /etc/exports
-    mkdir -p /run/rpcbind
-    bg rpcbind rpcbind -f
-    wait_for 10 rpcinfo -p 127.0.0.1 || { echo "rpcbind did not come up"; return 1; }
+    if ! rpcinfo -p 127.0.0.1 > /dev/null 2>&1; then
+        mkdir -p /run/rpcbind
+        bg rpcbind rpcbind -f
+        wait_for 10 rpcinfo -p 127.0.0.1 || { echo "rpcbind did not come up"; return 1; }
+    fi
     # nfsdcld lets knfsd skip the NFSv4 grace period when there is nothing
     # to reclaim; short lease/grace anyway in case it does not.
     mkdir -p /var/lib/nfs/nfsdcld
     bg nfsdcld nfsdcld -F
     echo 10 > /proc/fs/nfsd/nfsv4leasetime
     echo 10 > /proc/fs/nfsd/nfsv4gracetime
+    # lockd's grace period (50 s by default) starts with nfsd; while it
+    # lasts knfsd refuses NLM locks (GRACE) and grants no delegations
+    modprobe lockd && echo 10 > /proc/sys/fs/nfs/nlm_grace_period
     exportfs -ra || return 1
     bg mountd rpc.mountd -F -p "$MOUNTD_PORT"
     rpc.nfsd 8 || return 1
@@ -175,6 +186,36 @@ setup_knfsd() {
     modprobe nfsv3; modprobe nfsv4
     [ "$want_rdma" = rdma ] || modprobe rpcrdma
     return 0
+}
+
+# setup_rpcbind_local: the guest's rpcbind, kept off $RXE_IP:111 where the
+# gateway's rpcbind responder (aux relay) must listen. Debian 12's rpcbind
+# binds TCP 111 on every address whatever -h says (and aborts on
+# -h 127.0.0.1), so it is handed its sockets the way systemd would
+# (e2e/tools/sockact): the local socket, 127.0.0.1:111 for the filer side
+# (knfsd, mountd, statd register there; the relay asks it for the filer's
+# ports) and $RXE_IP:$CLIENT_RPCBIND_PORT, where the relay asks for the
+# client's NLM port when it forwards a callback: client, gateway and filer
+# share one kernel and one address here, and port 111 on it is the relay's.
+# The 127.0.0.1 sockets go last: rpcbind advertises itself at the last one.
+CLIENT_RPCBIND_PORT=${CLIENT_RPCBIND_PORT:-1111}
+setup_rpcbind_local() {
+    local sockact=$E2E_REPO/bin/sockact
+    [ -x "$sockact" ] || { echo "$sockact missing (e2e/run.sh builds it)"; return 1; }
+    mkdir -p /run/rpcbind
+    bg rpcbind "$sockact" unix:/run/rpcbind.sock \
+        "tcp:$RXE_IP:$CLIENT_RPCBIND_PORT" "udp:$RXE_IP:$CLIENT_RPCBIND_PORT" \
+        tcp:127.0.0.1:111 udp:127.0.0.1:111 -- rpcbind -f -w
+    wait_for 10 rpcinfo -p 127.0.0.1 || { echo "rpcbind did not come up"; return 1; }
+    ss -ltnu | grep -E ':(111|'"$CLIENT_RPCBIND_PORT"')\b'
+}
+
+# setup_statd: rpc.statd, which lockd needs on both sides: the client
+# monitors the server it locks with, the server each client that locks.
+setup_statd() {
+    mkdir -p /var/lib/nfs/sm /var/lib/nfs/sm.bak
+    bg statd rpc.statd -F --no-notify
+    wait_for 10 rpcinfo -t 127.0.0.1 status 1 || { echo "statd not registered"; return 1; }
 }
 
 # --------------------------------------------------------- data checks ----
@@ -315,6 +356,7 @@ metrics:
   listen: $GW_METRICS
 log:
   level: ${E2E_GW_LOG:-info}
+${GW_EXTRA_CONF:-}
 EOC
     cp "$GW_CONF" "$OUT/forward.yaml"
     gw_launch
@@ -364,4 +406,9 @@ gw_metric() {
     awk -v p="path=\"$1\"" -v d="direction=\"$2\"" '
         $1 ~ /^rdmagw_bytes_total\{/ && index($1, p) && index($1, d) { v += $2 }
         END { printf "%.0f\n", v }' "${3:-$OUT/metrics.txt}"
+}
+
+# metric_sum NAME [file]: NAME (with any labels) summed, 0 if absent
+metric_sum() {
+    awk -v n="$1" '$1 == n || index($1, n "{") == 1 { v += $2 } END { printf "%.0f\n", v }' "${2:-$OUT/metrics.txt}"
 }

@@ -1,0 +1,147 @@
+#!/bin/bash
+# 51-v41-delegation.sh - NFSv4.1 callbacks through the gateway (issue 6,
+# RFC 8167 backchannel): knfsd must see client A's callback path up and
+# grant it a read delegation, and take it back with CB_RECALL when another
+# client writes.
+#
+# Client A mounts through the gateway (RDMA; its session's back channel is
+# the gateway's TCP connection to knfsd, and the gateway carries CB_RECALL
+# to A as a backward-direction RPC-over-RDMA call). Client B mounts knfsd
+# directly over TCP from a UTS namespace with another host name, so knfsd
+# sees a second client ("Linux NFSv4.1 labclient-b"), not a trunked A.
+#
+#  1. B creates a file; A opens it read-only and keeps it open: knfsd lists
+#     a read delegation for A in /proc/fs/nfsd/clients/*/states (it grants
+#     none while a client's callback path is down).
+#  2. B overwrites it: knfsd recalls A's delegation through the gateway
+#     (rdmagw_backchannel_calls_total and _replies_total grow, no
+#     rdmagw_backchannel_errors_total), A returns it (DELEGRETURN in A's
+#     mountstats, no errors), the delegation is gone from knfsd's list.
+#  3. A reads the file again, without dropping caches: the new data, byte
+#     for byte.
+#  4. Neither client's mountstats shows an errored SEQUENCE or DELEGRETURN,
+#     A never had to send BIND_CONN_TO_SESSION (the client's answer to
+#     SEQ4_STATUS_CB_PATH_DOWN), knfsd still says "callback state: UP" for A
+#     and logged no callback trouble. (knfsd 6.1 says UP and grants the
+#     delegation even when every callback fails: only 2-4 tell.)
+# e2e-timeout: 600
+. "$E2E_VM/lib.sh"
+if ! gw_binary > /dev/null; then
+    result v41_delegation SKIP 0 "gateway not built"
+    exit 0
+fi
+tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
+tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"
+if ! check gw_start start_gateway; then stop_bg; exit 1; fi
+A=/mnt/gw41 B=/mnt/direct41 F=deleg.bin
+mkdir -p "$A" "$B"
+check v41_mount_gw timeout 60 mount -t nfs -o vers=4.1,proto=rdma,port=20049 "$RXE_IP:/" "$A" ||
+    { dmesg | tail -20; stop_bg; exit 1; }
+check v41_mount_direct_other_client timeout 60 unshare -u sh -c \
+    "hostname labclient-b && mount -t nfs -o vers=4.1,proto=tcp 127.0.0.1:/ $B" || { stop_bg; exit 1; }
+
+# nfsd_client [-v] PATTERN: knfsd's /proc/fs/nfsd/clients/<id> of the (first)
+# client whose name matches PATTERN (with -v: does not match)
+nfsd_client() {
+    local d want=0
+    [ "$1" = -v ] && { want=1; shift; }
+    for d in /proc/fs/nfsd/clients/*; do
+        [ -f "$d/info" ] || continue
+        grep -q "^name: .*$1" "$d/info"
+        [ $? = $want ] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+# deleg_of DIR: the delegations knfsd lists for that client on $F
+deleg_of() { grep 'type: deleg' "$1/states" 2>/dev/null | grep "$F"; }
+# mstat MNT OP FIELD: from /proc/self/mountstats, per-op counter FIELD
+# (1 ops, 2 transmissions, ..., 9 errors) of OP on the mount at MNT
+mstat() {
+    awk -v m=" $1 " -v op="$2:" -v f="$3" '
+        /^device / { on = index($0, m) > 0 } on && $1 == op { v = $(f + 1) } END { print v + 0 }' /proc/self/mountstats
+}
+
+HOLD=
+chk_granted() {
+    head -c 262147 /dev/urandom > /tmp/d1.bin
+    cp /tmp/d1.bin "$B/$F" && sync || return 1
+    cmp /tmp/d1.bin "$A/$F" || { echo "  A reads other bytes than B wrote"; return 1; }
+    local ca cb i
+    ca=$(nfsd_client -v 'labclient-b'); cb=$(nfsd_client 'labclient-b')
+    [ -n "$ca" ] && [ -n "$cb" ] && [ "$ca" != "$cb" ] || { echo "  knfsd does not see two clients"; return 1; }
+    CA=$ca
+    # A opens it read-only and keeps it open. knfsd decides on a delegation
+    # at OPEN and grants none while the grace period lasts (10 s after
+    # nfsd started, lib.sh), so A reopens until one is granted.
+    for ((i = 0; i < 20; i++)); do
+        sleep 600 < "$A/$F" &
+        HOLD=$!
+        wait_for 2 deleg_of "$ca" && break
+        kill "$HOLD"; wait "$HOLD" 2>/dev/null; HOLD=
+    done
+    for d in /proc/fs/nfsd/clients/*; do echo "  $d:"; sed 's/^/    /' "$d/info" "$d/states"; done
+    [ -n "$HOLD" ] || { echo "  no delegation for A after $i opens (callback path down?)"; return 1; }
+    grep -q '^callback state: UP' "$ca/info" || { echo "  knfsd reports A's callback path not UP"; return 1; }
+    echo "  A holds, after $((i + 1)) open(s): $(deleg_of "$ca")"
+}
+check v41_read_delegation_granted chk_granted
+
+chk_recall() {
+    local c0 r0 d0 c1 r1 e1 d1 t0
+    gw_scrape .r0
+    c0=$(metric_sum rdmagw_backchannel_calls_total "$OUT/metrics.r0.txt")
+    r0=$(metric_sum rdmagw_backchannel_replies_total "$OUT/metrics.r0.txt")
+    d0=$(mstat "$A" DELEGRETURN 1)
+    head -c 300007 /dev/urandom > /tmp/d2.bin
+    t0=$(now)
+    timeout 120 dd if=/tmp/d2.bin of="$B/$F" bs=64k conv=fsync status=none || { echo "  B's write failed"; return 1; }
+    echo "  B's overwrite took $(elapsed "$t0")s (a recall that is not answered would take a lease or more)"
+    gw_scrape
+    c1=$(metric_sum rdmagw_backchannel_calls_total)
+    r1=$(metric_sum rdmagw_backchannel_replies_total)
+    e1=$(metric_sum rdmagw_backchannel_errors_total)
+    d1=$(mstat "$A" DELEGRETURN 1)
+    echo "  gateway backchannel: calls +$((c1 - c0)) replies +$((r1 - r0)) errors total $e1; A's DELEGRETURN +$((d1 - d0))"
+    grep -E '^rdmagw_backchannel' "$OUT/metrics.txt" | sed 's/^/  /'
+    [ $((c1 - c0)) -ge 1 ] && [ $((r1 - r0)) -ge 1 ] && [ "$e1" = 0 ] && [ $((d1 - d0)) -ge 1 ] || return 1
+    if deleg_of "$CA"; then echo "  knfsd still lists A's delegation"; return 1; fi
+    return 0
+}
+check v41_delegation_recalled chk_recall
+
+chk_new_data() {   # no drop_caches: A must have let go of its cached copy
+    cmp /tmp/d2.bin "$A/$F" || { echo "  A reads stale data"; return 1; }
+    cmp /tmp/d2.bin "$NFS_EXPORT/$F"
+}
+check v41_recall_new_data chk_new_data
+[ -n "$HOLD" ] && { kill "$HOLD"; wait "$HOLD" 2>/dev/null; }
+
+chk_cb_stats() {
+    local m e ok=0
+    nfsstat -c 2>&1 | sed 's/^/  /' | head -30
+    for m in "$A" "$B"; do
+        e=$(mstat "$m" SEQUENCE 9)
+        echo "  $m: SEQUENCE ops $(mstat "$m" SEQUENCE 1) errors $e; DELEGRETURN ops $(mstat "$m" DELEGRETURN 1) errors $(mstat "$m" DELEGRETURN 9)"
+        [ "$e" = 0 ] && [ "$(mstat "$m" DELEGRETURN 9)" = 0 ] || ok=1
+    done
+    grep -A3 "^device $RXE_IP:/ mounted on $A" /proc/self/mountstats | sed 's/^/  /'
+    # A callback path knfsd finds down is flagged in every SEQUENCE reply
+    # (SEQ4_STATUS_CB_PATH_DOWN) and the client answers with
+    # BIND_CONN_TO_SESSION; knfsd's own view must still be UP after the recall.
+    e=$(mstat "$A" BIND_CONN_TO_SESSION 1)
+    echo "  $A: BIND_CONN_TO_SESSION ops $e; knfsd: $(grep '^callback state' "$CA/info")"
+    [ "$e" = 0 ] || { echo "  A had to rebind its callback path"; ok=1; }
+    grep -q '^callback state: UP' "$CA/info" || ok=1
+    if dmesg | grep -iE 'nfsd.*callback|cb_path_down|NFSD: client .* (failed|down)'; then
+        echo "  knfsd logged a callback problem"; ok=1
+    fi
+    return $ok
+}
+check v41_no_callback_errors chk_cb_stats
+
+chk_umount() { timeout 60 umount "$A" && timeout 60 umount "$B"; }
+check v41_umount chk_umount
+kill -0 "$GW_PID" 2>/dev/null || { result gw_alive FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
+[ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 40 "$OUT/gateway.log"; }
+stop_bg
+exit $((FAILS > 0))

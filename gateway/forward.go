@@ -225,6 +225,8 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	f.log.Info("client connected", "peer", peer, "credits", f.cfg.RDMA.Credits,
 		"inline_send", rc.InlineSend(), "inline_recv", int(f.cfg.RDMA.InlineRecv),
 		"backend", f.backend, "backend_local", localAddr(conn))
+	f.met.creditsGranted.Add(float64(f.cfg.RDMA.Credits))
+	defer f.met.creditsGranted.Sub(float64(f.cfg.RDMA.Credits))
 	s := newSession(rc, f.cfg, f.log.Named("session"), f.met, f.pool)
 	s.run(ctx, conn, d)
 }

@@ -46,6 +46,13 @@ func TestForwardNullAndGetattr(t *testing.T) {
 	if v := metric(t, gw.Metrics(), "rdmagw_backend_latency_seconds"); v != 2 {
 		t.Errorf("backend latency samples = %v, want 2", v)
 	}
+	// The denominators of the saturation alerts (deploy/prometheus).
+	if v, want := metric(t, gw.Metrics(), "rdmagw_credits_granted"), float64(gateway.DefaultConfig().RDMA.Credits); v != want {
+		t.Errorf("credits granted = %v with one client, want %v", v, want)
+	}
+	if v := metric(t, gw.Metrics(), "rdmagw_pool_bytes_max"); v != 64<<20 {
+		t.Errorf("pool bytes max = %v, want pool.max_bytes %v", v, 64<<20)
+	}
 }
 
 // WRITE payloads travel in Read chunks and go to TCP from the buffer
@@ -208,7 +215,8 @@ func TestForwardBackendGiveUp(t *testing.T) {
 	}
 	m := gw.Metrics()
 	waitFor(t, 5*time.Second, "give-up to be counted", func() bool {
-		return metric(t, m, "rdmagw_backend_give_ups_total") == 1 && metric(t, m, "rdmagw_connections") == 0
+		return metric(t, m, "rdmagw_backend_give_ups_total") == 1 && metric(t, m, "rdmagw_connections") == 0 &&
+			metric(t, m, "rdmagw_credits_granted") == 0
 	})
 	waitFor(t, 5*time.Second, "pool to drain", func() bool { return gw.Pool().InUse() == 0 })
 	if v := metric(t, m, "rdmagw_connections_closed_total", "reason", "backend_gone"); v != 1 {

@@ -32,6 +32,9 @@ type Metrics struct {
 	connsRejected *prometheus.CounterVec
 	connsClosed   *prometheus.CounterVec
 	creditsInUse  prometheus.Gauge
+	// creditsGranted: rdma.credits per connected client (forward mode),
+	// the denominator of the credit saturation ratio.
+	creditsGranted prometheus.Gauge
 
 	calls     *prometheus.CounterVec
 	replies   *prometheus.CounterVec
@@ -134,6 +137,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.connsClosed = f.counterVec("rdmagw_connections_closed_total",
 		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after).", "reason")
 	m.creditsInUse = f.gauge("rdmagw_credits_in_use", "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
+	m.creditsGranted = f.gauge("rdmagw_credits_granted", "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
 
 	m.calls = f.counterVec("rdmagw_calls_total", "RPC calls received from RDMA clients, by program, version and procedure.", "program", "version", "procedure")
 	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure and RPC status.", "program", "version", "procedure", "status")
@@ -183,6 +187,8 @@ func (m *Metrics) RegisterPool(p *rdmarpc.Pool) {
 			func() float64 { return float64(p.InUse()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_registered", Help: "Registered buffer bytes mapped (grows with demand up to pool.max_bytes)."},
 			func() float64 { return float64(p.Mapped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_max", Help: "The most registered buffer bytes the pool may map (pool.max_bytes)."},
+			func() float64 { return float64(p.MaxBytes()) }),
 	)
 }
 

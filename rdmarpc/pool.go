@@ -110,6 +110,9 @@ func NewPool(pd verbs.PD, cfg PoolConfig) (*Pool, error) {
 // MaxSize is the largest buffer the pool hands out.
 func (p *Pool) MaxSize() int { return p.cfg.Classes[len(p.cfg.Classes)-1] }
 
+// MaxBytes is the most registered memory the pool will map.
+func (p *Pool) MaxBytes() int { return p.cfg.MaxBytes }
+
 // InUse is the number of bytes of buffers handed out and not released.
 func (p *Pool) InUse() int64 { return p.inUse.Load() }
 

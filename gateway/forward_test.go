@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -332,5 +333,34 @@ func TestForwardMalformedRPC(t *testing.T) {
 	}
 	if v := metric(t, m, "rdmagw_credits_in_use"); v != 0 {
 		t.Errorf("credits in use = %v", v)
+	}
+}
+
+// An ordinary client disconnect (an unmount) is logged once, at INFO, as
+// what it is; no WARN or ERROR line, and it is counted as by the client.
+func TestForwardClientDisconnectLoggedQuietly(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	var logs syncBuffer
+	gw := startGatewayLog(t, g.NFSAddr, func(c *gateway.Config) { c.Log.Level = "info" }, &logs)
+	c := dialRDMA(t, gw.Addr().String())
+	if _, err := c.call(context.Background(), ulb.ProgNFS, 3, nfs3Null, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	m := gw.Metrics()
+	waitFor(t, 5*time.Second, "the disconnect to be counted", func() bool {
+		return metric(t, m, "rdmagw_connections_closed_total", "reason", "client") == 1
+	})
+	waitFor(t, 5*time.Second, "the disconnect to be logged", func() bool {
+		return strings.Contains(logs.String(), "client disconnected")
+	})
+	out := logs.String()
+	if !strings.Contains(out, "reason=client") {
+		t.Errorf("disconnect logged without reason=client:\n%s", out)
+	}
+	for _, bad := range []string{"[WARN]", "[ERROR]", "connection failed"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("an ordinary disconnect logged %q:\n%s", bad, out)
+		}
 	}
 }

@@ -21,6 +21,13 @@ import (
 // free loopback port, in front of backend ("host:port").
 func startGateway(t testing.TB, backend string, tweak func(*gateway.Config)) *gateway.Forward {
 	t.Helper()
+	return startGatewayLog(t, backend, tweak, io.Discard)
+}
+
+// startGatewayLog is startGateway with the gateway's log also written to
+// logs.
+func startGatewayLog(t testing.TB, backend string, tweak func(*gateway.Config), logs io.Writer) *gateway.Forward {
+	t.Helper()
 	host, port, err := net.SplitHostPort(backend)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func startGateway(t testing.TB, backend string, tweak func(*gateway.Config)) *ga
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: testWriter{t}})
+	log := hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: io.MultiWriter(testWriter{t}, logs)})
 	f, err := gateway.NewForward(&cfg, log)
 	if err != nil {
 		t.Fatalf("NewForward: %v", err)

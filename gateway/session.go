@@ -255,8 +255,14 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 	}
 	s.teardown(reason)
 	s.rc.Close()
-	s.met.connClosed(closeReason(serveErr, s.giveUp, ctx.Err() != nil))
-	s.log.Info("client disconnected", "peer", s.peer, "reason", errString(serveErr))
+	why := closeReason(serveErr, s.giveUp, ctx.Err() != nil)
+	s.met.connClosed(why)
+	if why == "error" {
+		s.log.Warn("client connection failed", "peer", s.peer, "error", errString(serveErr))
+	} else {
+		// reason: client (it disconnected, e.g. an unmount), shutdown, backend_gone
+		s.log.Info("client disconnected", "peer", s.peer, "reason", why)
+	}
 }
 
 func errString(err error) string {

@@ -462,8 +462,12 @@ func (c *ResponderConn) drain() {
 	}
 	c.recvMu.Unlock()
 	c.met.ConnDown(c.Err())
-	if err := c.Err(); err != nil {
-		c.log.Info("rpc-over-rdma connection ended", "peer", c.RemoteAddr(), "error", err)
+	// A client's own disconnect (an unmount) is routine: the layer above
+	// logs it; anything else is a transport failure worth a warning.
+	if err := c.Err(); errors.Is(err, ErrConnClosed) {
+		c.log.Debug("rpc-over-rdma connection ended", "peer", c.RemoteAddr(), "error", err)
+	} else if err != nil {
+		c.log.Warn("rpc-over-rdma connection failed", "peer", c.RemoteAddr(), "error", err)
 	}
 }
 

@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -22,17 +22,15 @@ import (
 // server. Create it with NewForward, run it with Serve, release it with
 // Close.
 type Forward struct {
-	cfg     *Config
-	log     hclog.Logger
-	met     *Metrics
-	dev     verbs.Device
-	pd      verbs.PD
-	pool    *rdmarpc.Pool
-	ln      verbs.Listener
-	allowed []netip.Prefix
-	backend string
-	metrics *metricsServer
-	relay   *auxrelay.Relay // nil unless aux_relay.enabled
+	rdmaStack // device, protection domain, buffer pool
+	cfg       *Config
+	log       hclog.Logger
+	met       *Metrics
+	ln        verbs.Listener
+	allowed   []netip.Prefix
+	backend   string
+	metrics   *metricsServer
+	relay     *auxrelay.Relay // nil unless aux_relay.enabled
 
 	wg sync.WaitGroup // sessions and connection setups
 }
@@ -94,37 +92,17 @@ func (f *Forward) startRelay(ctx context.Context) (wait func() error, err error)
 
 func (f *Forward) open() error {
 	cfg := f.cfg
-	prov, err := verbs.Lookup(cfg.Listen.Provider)
-	if err != nil {
-		return fmt.Errorf("listen.provider: %w", err)
-	}
 	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
-	if f.dev, err = prov.Open(listen); err != nil {
-		return fmt.Errorf("open %s device for %s: %w", cfg.Listen.Provider, listen, err)
-	}
-	if f.pd, err = f.dev.AllocPD(); err != nil {
-		return fmt.Errorf("allocate protection domain: %w", err)
-	}
-	f.pool, err = rdmarpc.NewPool(f.pd, rdmarpc.PoolConfig{
-		MaxBytes:  int(cfg.Pool.MaxBytes),
-		SlabBytes: int(cfg.Pool.SlabBytes),
-		Classes:   cfg.PoolClasses(),
-	})
+	err := f.rdmaStack.open(cfg, "listen.provider", cfg.Listen.Provider, listen, f.met)
 	if err != nil {
-		return fmt.Errorf("pool: %w", err)
+		return err
 	}
-	f.met.RegisterPool(f.pool)
 	if f.ln, err = f.dev.Listen(listen); err != nil {
 		return fmt.Errorf("listen for RDMA clients on %s: %w", listen, err)
 	}
-	if cfg.Metrics.Listen != "" {
-		if f.metrics, err = startMetricsServer(cfg.Metrics.Listen, f.met, f.log); err != nil {
-			return err
-		}
-	}
-	metricsURL := "off"
-	if f.metrics != nil {
-		metricsURL = "http://" + f.metrics.addr().String() + "/metrics"
+	var metricsURL string
+	if f.metrics, metricsURL, err = startMetrics(cfg, f.met, f.log); err != nil {
+		return err
 	}
 	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
 		"device", f.dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
@@ -251,22 +229,9 @@ func (f *Forward) allowedPeer(a net.Addr) bool {
 // Close releases the listener, the metrics endpoint, the pool and the
 // device. Call it after Serve has returned.
 func (f *Forward) Close() error {
-	var errs []error
+	var ln io.Closer
 	if f.ln != nil {
-		errs = append(errs, f.ln.Close())
+		ln = f.ln
 	}
-	if f.metrics != nil {
-		errs = append(errs, f.metrics.close())
-	}
-	f.wg.Wait()
-	if f.pool != nil {
-		errs = append(errs, f.pool.Close())
-	}
-	if f.pd != nil {
-		errs = append(errs, f.pd.Close())
-	}
-	if f.dev != nil {
-		errs = append(errs, f.dev.Close())
-	}
-	return errors.Join(errs...)
+	return closeGateway(ln, f.metrics, f.wg.Wait, &f.rdmaStack)
 }

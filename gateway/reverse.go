@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/verbs"
 )
 
 // Reverse is the reverse gateway: it accepts NFS clients over TCP and
@@ -25,16 +25,14 @@ import (
 // without copying it (reverse_call.go, reverse_reply.go). Create it with
 // NewReverse, run it with Serve, release it with Close.
 type Reverse struct {
-	cfg     *Config
-	log     hclog.Logger
-	met     *reverseMetrics
-	dev     verbs.Device
-	pd      verbs.PD
-	pool    *rdmarpc.Pool
-	ln      *net.TCPListener
-	allowed []netip.Prefix
-	backend string
-	metrics *metricsServer
+	rdmaStack // device, protection domain, buffer pool
+	cfg       *Config
+	log       hclog.Logger
+	met       *reverseMetrics
+	ln        *net.TCPListener
+	allowed   []netip.Prefix
+	backend   string
+	metrics   *metricsServer
 
 	wg sync.WaitGroup // client sessions
 }
@@ -66,39 +64,19 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 
 func (r *Reverse) open() error {
 	cfg := r.cfg
-	prov, err := verbs.Lookup(cfg.Backend.Provider)
+	err := r.rdmaStack.open(cfg, "backend.provider", cfg.Backend.Provider, cfg.Backend.LocalAddress, r.met.Metrics)
 	if err != nil {
-		return fmt.Errorf("backend.provider: %w", err)
+		return err
 	}
-	if r.dev, err = prov.Open(cfg.Backend.LocalAddress); err != nil {
-		return fmt.Errorf("open %s device for %s: %w", cfg.Backend.Provider, cfg.Backend.LocalAddress, err)
-	}
-	if r.pd, err = r.dev.AllocPD(); err != nil {
-		return fmt.Errorf("allocate protection domain: %w", err)
-	}
-	r.pool, err = rdmarpc.NewPool(r.pd, rdmarpc.PoolConfig{
-		MaxBytes:  int(cfg.Pool.MaxBytes),
-		SlabBytes: int(cfg.Pool.SlabBytes),
-		Classes:   cfg.PoolClasses(),
-	})
-	if err != nil {
-		return fmt.Errorf("pool: %w", err)
-	}
-	r.met.RegisterPool(r.pool)
 	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen for TCP clients on %s: %w", listen, err)
 	}
 	r.ln = ln.(*net.TCPListener)
-	if cfg.Metrics.Listen != "" {
-		if r.metrics, err = startMetricsServer(cfg.Metrics.Listen, r.met.Metrics, r.log); err != nil {
-			return err
-		}
-	}
-	metricsURL := "off"
-	if r.metrics != nil {
-		metricsURL = "http://" + r.metrics.addr().String() + "/metrics"
+	var metricsURL string
+	if r.metrics, metricsURL, err = startMetrics(cfg, r.met.Metrics, r.log); err != nil {
+		return err
 	}
 	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
 		"provider", cfg.Backend.Provider, "device", r.dev.Info().Name, "credits", cfg.RDMA.Credits,
@@ -203,24 +181,9 @@ func prefixesAllow(allowed []netip.Prefix, a net.Addr) bool {
 // Close releases the listener, the metrics endpoint, the pool and the
 // device. Call it after Serve has returned.
 func (r *Reverse) Close() error {
-	var errs []error
+	var ln io.Closer
 	if r.ln != nil {
-		if err := r.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
+		ln = r.ln
 	}
-	if r.metrics != nil {
-		errs = append(errs, r.metrics.close())
-	}
-	r.wg.Wait()
-	if r.pool != nil {
-		errs = append(errs, r.pool.Close())
-	}
-	if r.pd != nil {
-		errs = append(errs, r.pd.Close())
-	}
-	if r.dev != nil {
-		errs = append(errs, r.dev.Close())
-	}
-	return errors.Join(errs...)
+	return closeGateway(ln, r.metrics, r.wg.Wait, &r.rdmaStack)
 }

@@ -126,6 +126,9 @@ type PoolConfig struct {
 // MetricsConfig is the Prometheus endpoint.
 type MetricsConfig struct {
 	Listen string `yaml:"listen"` // "host:port" serving /metrics; "" turns it off
+	// Pprof also serves Go's profiler (net/http/pprof) under /debug/pprof/
+	// on the same listener, for CPU and heap profiles of a running gateway.
+	Pprof bool `yaml:"pprof"`
 }
 
 // LogConfig is the go-hclog logger.

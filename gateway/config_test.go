@@ -166,6 +166,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{"pool classes empty", "pool:\n  classes: []\n", "pool.classes", "at least one"},
 		{"pool slab", "pool:\n  slab_bytes: 64KiB\n", "pool.slab_bytes", "at least one buffer"},
 		{"metrics", "metrics:\n  listen: nine-four-six-four\n", "metrics.listen", "host:port"},
+		{"pprof without metrics", "metrics:\n  listen: \"\"\n  pprof: true\n", "metrics.pprof", "metrics.listen"},
 		{"log level", "log:\n  level: loud\n", "log.level", "trace, debug"},
 		{"log format", "log:\n  format: xml\n", "log.format", `"text" or "json"`},
 	}

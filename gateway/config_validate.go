@@ -128,6 +128,8 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
 			bad("metrics.listen", `must be "host:port" or "" to turn metrics off (got %q)`, c.Metrics.Listen)
 		}
+	} else if c.Metrics.Pprof {
+		bad("metrics.pprof", "is served on metrics.listen, which is off")
 	}
 	switch hclog.LevelFromString(c.Log.Level) {
 	case hclog.NoLevel, hclog.Off:

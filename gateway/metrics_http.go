@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,13 +14,13 @@ import (
 )
 
 // metricsServer serves /metrics for Prometheus from the gateway's own
-// registry.
+// registry, and with metrics.pprof Go's profiler under /debug/pprof/.
 type metricsServer struct {
 	ln  net.Listener
 	srv *http.Server
 }
 
-func startMetricsServer(addr string, m *Metrics, log hclog.Logger) (*metricsServer, error) {
+func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
@@ -28,6 +29,15 @@ func startMetricsServer(addr string, m *Metrics, log hclog.Logger) (*metricsServ
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{
 		ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}))
+	if pprofOn {
+		// Registered explicitly: importing net/http/pprof would also put
+		// them on http.DefaultServeMux.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

@@ -71,7 +71,7 @@ func startMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*metricsServer, 
 	if cfg.Metrics.Listen == "" {
 		return nil, "off", nil
 	}
-	ms, err := startMetricsServer(cfg.Metrics.Listen, met, log)
+	ms, err := startMetricsServer(cfg.Metrics.Listen, cfg.Metrics.Pprof, met, log)
 	if err != nil {
 		return nil, "", err
 	}

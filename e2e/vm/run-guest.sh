@@ -24,7 +24,10 @@
 # 2 when the guest could not be built.
 # Environment: E2E_CACHE, KVER (see build-guest.sh); E2E_ACCEL (default
 # tcg,thread=multi: /dev/kvm is usually absent or unusable in CI);
-# E2E_QEMU_EXTRA (extra QEMU args, word-split).
+# E2E_QEMU_EXTRA (extra QEMU args, word-split); E2E_KERNEL_EXTRA (kernel
+# command line additions, default "clocksource=tsc tsc=reliable": the
+# kernel otherwise picks HPET under TCG, which the vDSO cannot read, so
+# every clock read is a system call; set it empty to get that back).
 set -uo pipefail
 VM=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$VM/../.." && pwd)
@@ -71,7 +74,7 @@ timeout --kill-after=10 "$TMO" qemu-system-x86_64 \
     -accel "${E2E_ACCEL:-tcg,thread=multi}" -cpu "${E2E_CPU:-max}" -smp "$CPUS" -m "$MEM" \
     -nodefaults -no-user-config -display none -monitor none -serial stdio -no-reboot \
     -kernel "$KERNEL" -initrd "$INITRD" \
-    -append "console=ttyS0 quiet panic=-1 e2evm.init=$VM/guest/guest-init.sh e2evm.cache=$E2E_CACHE" \
+    -append "console=ttyS0 quiet panic=-1 ${E2E_KERNEL_EXTRA-clocksource=tsc tsc=reliable} e2evm.init=$VM/guest/guest-init.sh e2evm.cache=$E2E_CACHE" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
     -virtfs local,path="$OUTDIR",mount_tag=e2e_out,security_model=none,id=e2e_out \
     "${extra[@]}" < /dev/null 2>&1 \

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -229,9 +228,5 @@ func (f *Forward) allowedPeer(a net.Addr) bool {
 // Close releases the listener, the metrics endpoint, the pool and the
 // device. Call it after Serve has returned.
 func (f *Forward) Close() error {
-	var ln io.Closer
-	if f.ln != nil {
-		ln = f.ln
-	}
-	return closeGateway(ln, f.metrics, f.wg.Wait, &f.rdmaStack)
+	return closeGateway(f.ln, f.metrics, f.wg.Wait, &f.rdmaStack) // a nil interface stays nil
 }

@@ -20,6 +20,19 @@ type metricsServer struct {
 	srv *http.Server
 }
 
+// startMetrics serves /metrics on cfg.Metrics.Listen unless it is empty,
+// and returns the server (nil when off) and its URL for the start-up log.
+func startMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*metricsServer, string, error) {
+	if cfg.Metrics.Listen == "" {
+		return nil, "off", nil
+	}
+	ms, err := startMetricsServer(cfg.Metrics.Listen, cfg.Metrics.Pprof, met, log)
+	if err != nil {
+		return nil, "", err
+	}
+	return ms, "http://" + ms.addr().String() + "/metrics", nil
+}
+
 func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

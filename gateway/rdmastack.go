@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -63,19 +61,6 @@ func (s *rdmaStack) close() []error {
 		errs = append(errs, s.dev.Close())
 	}
 	return errs
-}
-
-// startMetrics serves /metrics on cfg.Metrics.Listen unless it is empty,
-// and returns the server (nil when off) and its URL for the start-up log.
-func startMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*metricsServer, string, error) {
-	if cfg.Metrics.Listen == "" {
-		return nil, "off", nil
-	}
-	ms, err := startMetricsServer(cfg.Metrics.Listen, cfg.Metrics.Pprof, met, log)
-	if err != nil {
-		return nil, "", err
-	}
-	return ms, "http://" + ms.addr().String() + "/metrics", nil
 }
 
 // closeGateway is the shared teardown, after Serve has returned: stop

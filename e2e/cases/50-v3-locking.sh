@@ -107,12 +107,8 @@ for kind in fcntl flock; do
     check "v3_${kind}_direct_excludes_gw" excl "$kind" "$DIRECT" "$GW"
 done
 
-# relay_calls PROC DIRECTION [file]: sum of rdmagw_auxrelay_calls_total
-relay_calls() {
-    awk -v p="procedure=\"$1\"" -v d="direction=\"$2\"" '
-        $1 ~ /^rdmagw_auxrelay_calls_total\{/ && index($1, "program=\"nlm\"") && index($1, p) && index($1, d) { v += $2 }
-        END { printf "%.0f\n", v }' "${3:-$OUT/metrics.txt}"
-}
+# relay_calls PROC DIRECTION [file]: NLM calls the relay handled
+relay_calls() { metric_sum rdmagw_auxrelay_calls_total program=nlm procedure="$1" direction="$2" ${3:+"$3"}; }
 
 chk_granted() {   # a blocked lock through the gateway, woken by the filer's GRANTED
     local f=$GW/blocking w0 w1 t0 wpid out
@@ -145,8 +141,8 @@ chk_relay_metrics() {   # every program went through the relay, nothing went wro
     grep -E '^rdmagw_auxrelay_(calls|events)_total' "$OUT/metrics.txt" | sed 's/^/  /'
     local ok=0 p
     for p in MNT LOCK UNLOCK; do
-        awk -v p="procedure=\"$p\"" '$1 ~ /^rdmagw_auxrelay_calls_total\{/ && index($1, p) && index($1, "to_filer") { v += $2 }
-            END { exit !(v > 0) }' "$OUT/metrics.txt" || { echo "  no $p relayed to the filer"; ok=1; }
+        [ "$(metric_sum rdmagw_auxrelay_calls_total procedure="$p" direction=to_filer)" -gt 0 ] ||
+            { echo "  no $p relayed to the filer"; ok=1; }
     done
     # nothing lost on the way
     if grep -E '^rdmagw_auxrelay_events_total\{event="(garbage_args|call_timeout|filer_unreachable|client_unreachable|send_error|record_error|callback_unroutable)"[,}].* [1-9]' "$OUT/metrics.txt"; then

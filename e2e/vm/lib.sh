@@ -33,7 +33,8 @@
 #   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
 #                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
-#   metric_sum NAME [FILE]   a metric summed over all its label sets
+#   metric_sum NAME [L=V..] [FILE]  a metric summed over its series with
+#                            those labels (all series without any)
 
 OUT=${OUT:-/tmp}
 RXE_IP=${RXE_IP:-10.99.0.1}
@@ -402,13 +403,25 @@ gw_launch() {
 gw_scrape() { curl -sf "http://$GW_METRICS/metrics" > "$OUT/metrics${1:-}.txt"; }
 
 # gw_metric PATH DIRECTION [file]: value of rdmagw_bytes_total (0 if absent)
-gw_metric() {
-    awk -v p="path=\"$1\"" -v d="direction=\"$2\"" '
-        $1 ~ /^rdmagw_bytes_total\{/ && index($1, p) && index($1, d) { v += $2 }
-        END { printf "%.0f\n", v }' "${3:-$OUT/metrics.txt}"
-}
+gw_metric() { metric_sum rdmagw_bytes_total path="$1" direction="$2" ${3:+"$3"}; }
 
-# metric_sum NAME [file]: NAME (with any labels) summed, 0 if absent
+# metric_sum NAME [LABEL=VALUE...] [FILE]: the series of NAME that carry
+# every LABEL=VALUE given, summed (0 if none); FILE (an argument with a
+# "/" and no "=") defaults to $OUT/metrics.txt
 metric_sum() {
-    awk -v n="$1" '$1 == n || index($1, n "{") == 1 { v += $2 } END { printf "%.0f\n", v }' "${2:-$OUT/metrics.txt}"
+    local name=$1 file=$OUT/metrics.txt want=() a
+    shift
+    for a in "$@"; do
+        case $a in
+            *=*) want+=("${a%%=*}=\"${a#*=}\"") ;;
+            */*) file=$a ;;
+        esac
+    done
+    awk -v n="$name" -v want="${want[*]}" '
+        BEGIN { k = split(want, w, " ") }
+        $1 == n || index($1, n "{") == 1 {
+            for (i = 1; i <= k; i++) if (!index($1, w[i])) next
+            v += $2
+        }
+        END { printf "%.0f\n", v }' "$file"
 }

@@ -13,10 +13,10 @@ build:
 build-ibverbs:
 	CGO_ENABLED=1 $(GO) build -tags ibverbs -o bin/rdmagw-ibverbs ./cmd/rdmagw
 
-# helpers the kernel lab's cases run in the guest (e2e/run.sh builds them too)
+# helpers the kernel lab's cases run in the guest, one per e2e/tools/<name>
+# into bin/<name> (e2e/run.sh builds them the same way)
 lab-tools:
-	CGO_ENABLED=0 $(GO) build -o bin/locktool ./e2e/tools/locktool
-	CGO_ENABLED=0 $(GO) build -o bin/sockact ./e2e/tools/sockact
+	for d in e2e/tools/*/; do CGO_ENABLED=0 $(GO) build -o bin/$$(basename $$d) ./$$d || exit 1; done
 
 deps:
 	scripts/install-deps.sh --test

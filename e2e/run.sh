@@ -58,11 +58,13 @@ if [ -z "$GW_NOTE" ] && ! { [ -x "$GW_BIN" ] && "$GW_BIN" help 2>/dev/null | gre
     GW_NOTE="$GW_BIN has no serve subcommand yet"
 fi
 [ -z "$GW_NOTE" ] || echo "== note: $GW_NOTE: the gateway cases skip"
-# the cases' helpers (e2e/tools): a lock holder/tester, socket activation
-echo "== building the lab tools (make lab-tools)"
-(cd "$REPO" && CGO_ENABLED=0 go build -o bin/locktool ./e2e/tools/locktool &&
-    CGO_ENABLED=0 go build -o bin/sockact ./e2e/tools/sockact) > "$OUTROOT/build-tools.log" 2>&1 ||
-    { tail -5 "$OUTROOT/build-tools.log"; echo "e2e: LAB-FAIL: building e2e/tools failed"; exit 2; }
+# the cases' helpers, e2e/tools/<name> -> bin/<name> (as `make lab-tools`)
+echo "== building the lab tools"
+for d in "$E2E"/tools/*/; do
+    t=$(basename "$d")
+    (cd "$REPO" && CGO_ENABLED=0 go build -o "bin/$t" "./e2e/tools/$t") >> "$OUTROOT/build-tools.log" 2>&1 ||
+        { tail -5 "$OUTROOT/build-tools.log"; echo "e2e: LAB-FAIL: building e2e/tools/$t failed"; exit 2; }
+done
 
 # ---------------------------------------------------------------- cases ----
 cases=()

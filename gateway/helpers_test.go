@@ -1,19 +1,17 @@
 package gateway_test
 
 import (
-	"context"
-	"github.com/rdmagw/rdmagw/gateway"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
 
@@ -25,48 +23,15 @@ func startGateway(t testing.TB, backend string, tweak func(*gateway.Config)) *ga
 }
 
 // startGatewayLog is startGateway with the gateway's log also written to
-// logs.
+// logs (at debug unless tweak says otherwise).
 func startGatewayLog(t testing.TB, backend string, tweak func(*gateway.Config), logs io.Writer) *gateway.Forward {
 	t.Helper()
-	host, port, err := net.SplitHostPort(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := gateway.DefaultConfig()
-	cfg.Listen.Address = "127.0.0.1"
-	cfg.Listen.Port = 0
-	cfg.Backend.Address = host
-	cfg.Backend.Port, _ = strconv.Atoi(port)
-	cfg.Backend.ConnectTimeout = 2 * time.Second
-	cfg.Metrics.Listen = ""
-	cfg.Pool.MaxBytes = 64 << 20
-	cfg.Log.Level = "debug"
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: io.MultiWriter(testWriter{t}, logs)})
-	f, err := gateway.NewForward(&cfg, log)
-	if err != nil {
-		t.Fatalf("NewForward: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Serve did not return after shutdown")
+	return nfstest.StartGatewayWith(t, backend, func(c *gateway.Config) {
+		c.Log.Level = "debug"
+		if tweak != nil {
+			tweak(c)
 		}
-		if err := f.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return f
+	}, io.MultiWriter(testWriter{t}, logs))
 }
 
 // testWriter sends log lines to the test log (silenced once the test is

@@ -2,6 +2,7 @@ package nfstest
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -20,6 +21,15 @@ import (
 // free loopback port in front of backend ("host:port"), for the test.
 func StartGateway(t testing.TB, backend string) *gateway.Forward {
 	t.Helper()
+	return StartGatewayWith(t, backend, nil, nil)
+}
+
+// StartGatewayWith is StartGateway with the configuration changed by
+// tweak (if not nil) and the gateway's log, at cfg.Log.Level, written to
+// logs (nil: discarded). At the test's end it stops the gateway and
+// reports a Serve or Close error.
+func StartGatewayWith(t testing.TB, backend string, tweak func(*gateway.Config), logs io.Writer) *gateway.Forward {
+	t.Helper()
 	host, port, err := net.SplitHostPort(backend)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +42,14 @@ func StartGateway(t testing.TB, backend string) *gateway.Forward {
 	cfg.Backend.ConnectTimeout = 2 * time.Second
 	cfg.Metrics.Listen = ""
 	cfg.Pool.MaxBytes = 64 << 20
-	f, err := gateway.NewForward(&cfg, hclog.NewNullLogger())
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	log := hclog.NewNullLogger()
+	if logs != nil {
+		log = hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: logs})
+	}
+	f, err := gateway.NewForward(&cfg, log)
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
 	}
@@ -42,11 +59,16 @@ func StartGateway(t testing.TB, backend string) *gateway.Forward {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway Serve: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Errorf("gateway Serve did not return after shutdown")
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			t.Errorf("gateway Close: %v", err)
+		}
 	})
 	return f
 }

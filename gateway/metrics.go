@@ -139,8 +139,8 @@ func NewMetricsFor(mode string) *Metrics {
 	m.creditsInUse = f.gauge("rdmagw_credits_in_use", "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
 	m.creditsGranted = f.gauge("rdmagw_credits_granted", "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
 
-	m.calls = f.counterVec("rdmagw_calls_total", "RPC calls received from RDMA clients, by program, version and procedure.", "program", "version", "procedure")
-	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure and RPC status.", "program", "version", "procedure", "status")
+	m.calls = f.counterVec("rdmagw_calls_total", "RPC calls received from RDMA clients, by program, version and procedure (numbers outside the NFS family's programs, versions and procedures are labelled other).", "program", "version", "procedure")
+	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure (other: see rdmagw_calls_total) and RPC status.", "program", "version", "procedure", "status")
 
 	bytes := f.counterVec("rdmagw_bytes_total",
 		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads moved by RDMA Read), write_chunk (READ payloads moved by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls moved through a Position-Zero Read chunk); direction in = towards the gateway, out = away from it (forward: from/to the RDMA clients; reverse: from/to the RDMA server).", "path", "direction")
@@ -193,8 +193,11 @@ func (m *Metrics) RegisterPool(p *rdmarpc.Pool) {
 }
 
 // proc returns the counters of one procedure, creating them on first use.
+// Programs, versions and procedures outside the NFS family's tables share
+// the label value "other" (procKeyOf), so invented numbers from a client
+// cannot grow the series (or this map) without bound.
 func (m *Metrics) proc(prog, vers, proc uint32) *procCounters {
-	k := procKey{prog, vers, proc}
+	k, labels := procKeyOf(prog, vers, proc)
 	m.procMu.RLock()
 	pc := m.procStats[k]
 	m.procMu.RUnlock()
@@ -206,17 +209,38 @@ func (m *Metrics) proc(prog, vers, proc uint32) *procCounters {
 	if pc = m.procStats[k]; pc != nil {
 		return pc
 	}
-	pc = &procCounters{labels: [3]string{programName(prog), strconv.FormatUint(uint64(vers), 10), ulb.ProcName(prog, vers, proc)}}
+	pc = &procCounters{labels: labels}
 	pc.calls = m.calls.WithLabelValues(pc.labels[:]...)
-	// A flood of calls to made-up programs must not grow the map forever.
-	if len(m.procStats) < maxProcSeries {
-		m.procStats[k] = pc
-	}
+	m.procStats[k] = pc
 	return pc
 }
 
-// maxProcSeries bounds the per-procedure label combinations kept.
-const maxProcSeries = 4096
+// labelOther is the program, version or procedure label of every number
+// the gateway has no name for.
+const labelOther = "other"
+
+// procOther stands for an unknown program, version or procedure in a
+// procKey (no NFS-family program uses it).
+const procOther = ^uint32(0)
+
+// procKeyOf maps a call's numbers to its bounded key and labels: a known
+// procedure keeps its own; an unknown procedure of a known version, an
+// unknown version of a known program, and an unknown program fold into
+// "other" at that level and below.
+func procKeyOf(prog, vers, proc uint32) (procKey, [3]string) {
+	pname := programName(prog)
+	if pname == "" {
+		return procKey{procOther, procOther, procOther}, [3]string{labelOther, labelOther, labelOther}
+	}
+	name, versKnown, ok := ulb.LookupProc(prog, vers, proc)
+	switch {
+	case ok:
+		return procKey{prog, vers, proc}, [3]string{pname, strconv.FormatUint(uint64(vers), 10), name}
+	case versKnown:
+		return procKey{prog, vers, procOther}, [3]string{pname, strconv.FormatUint(uint64(vers), 10), labelOther}
+	}
+	return procKey{prog, procOther, procOther}, [3]string{pname, labelOther, labelOther}
+}
 
 func (pc *procCounters) reply(m *Metrics, st replyStatus) prometheus.Counter {
 	if c, ok := pc.replies[st].Load().(prometheus.Counter); ok {
@@ -241,7 +265,7 @@ func programName(prog uint32) string {
 	case ulb.ProgNFSACL:
 		return "nfsacl"
 	}
-	return strconv.FormatUint(uint64(prog), 10)
+	return ""
 }
 
 // ---- rdmarpc.ResponderMetrics ----

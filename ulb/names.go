@@ -52,6 +52,15 @@ func ProcName(prog, vers, proc uint32) string {
 	return "proc" + strconv.FormatUint(uint64(proc), 10)
 }
 
+// LookupProc is ProcName for procedures ulb knows only: ok is false
+// when prog, vers or proc is not one of the NFS family's (versionKnown
+// then says whether at least the program version is).
+func LookupProc(prog, vers, proc uint32) (name string, versionKnown, ok bool) {
+	name = procName(prog, vers, proc)
+	// Every known version has procedure 0, NULL.
+	return name, procName(prog, vers, 0) != "", name != ""
+}
+
 func procName(prog, vers, proc uint32) string {
 	var names []string
 	switch prog {

@@ -40,6 +40,7 @@ type revSlot struct {
 	xid              uint32 // the client's XID
 	prog, vers, proc uint32
 	ddp              bool // no RPCSEC_GSS integrity/privacy
+	verifier         int  // reply verifier room beyond an empty one
 	walked           bool // items were looked for (ddp and a binding)
 	received         time.Time
 	stats            *procCounters
@@ -106,6 +107,10 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	s.xid, s.prog, s.vers, s.proc, s.hdrLen = h.XID, h.Prog, h.Vers, h.Proc, hdrLen
 	wrapped, gerr := tcprpc.GSSBodyWrapped(h.Cred)
 	s.ddp = !wrapped && gerr == nil
+	s.verifier = 0
+	if h.Cred.Flavor != tcprpc.AuthNone && h.Cred.Flavor != tcprpc.AuthSys {
+		s.verifier = ulb.MaxVerifierBody
+	}
 	s.stats = c.met.proc(h.Prog, h.Vers, h.Proc)
 	s.stats.calls.Inc()
 	if h.Prog == ulb.ProgNFS {
@@ -315,7 +320,8 @@ func (s *revSlot) planReply() {
 		rooms[i] = min(rooms[i], maxRoom)
 	}
 	s.plan.WriteChunks = rooms
-	s.plan.ReplyChunk = s.est.ReplyChunkRoom(int(s.c.r.cfg.RDMA.InlineRecv), maxRoom)
+	inlineRoom := int(s.c.r.cfg.RDMA.InlineRecv) - s.plan.ReplyHeaderMax()
+	s.plan.ReplyChunk = s.est.ReplyChunkRoom(inlineRoom, s.verifier, maxRoom)
 }
 
 // rejectHeader answers a record that is not a usable RPC call: an RPC

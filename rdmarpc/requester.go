@@ -81,6 +81,25 @@ type ReplyPlan struct {
 	ReplyChunk int
 }
 
+// ReplyHeaderMax is the size of the largest RPC-over-RDMA header an
+// inline reply (RDMA_MSG) to a call offering p's Write chunks can carry:
+// MinHeaderSize plus the Write list the responder returns, every chunk
+// with the segment count offered (RFC 8166 §3.4.6), which for
+// RequesterConn is one segment per chunk with room, none for an empty
+// one. The inline part of the reply must fit the receive buffer after
+// this header; Linux reserves the same (rpcrdma_max_reply_header_size,
+// for its largest Write list).
+func (p *ReplyPlan) ReplyHeaderMax() int {
+	n := MinHeaderSize
+	for _, room := range p.WriteChunks {
+		n += 8 // list discriminator, segment count
+		if room > 0 {
+			n += segmentSize
+		}
+	}
+	return n
+}
+
 // Result is a reply received by RequesterConn.Call.
 type Result struct {
 	// Inline is the RPC reply as it came inline or through the Reply

@@ -18,16 +18,32 @@ func (e *Estimate) WriteRooms(dst []int) []int {
 	return dst
 }
 
+// MaxVerifierBody is the largest verifier body an RPC reply may carry
+// (RFC 5531 §8.2: opaque_auth bodies are at most 400 bytes). Estimates
+// assume an empty one, what servers return to AUTH_NONE and AUTH_SYS
+// callers; a requester whose call uses another flavor (RPCSEC_GSS: the
+// reply verifier is a MIC) passes this as ReplyChunkRoom's verifier.
+const MaxVerifierBody = 400
+
 // ReplyChunkRoom is the room of the Reply chunk to offer, or 0 for none:
-// one is needed when the inline part of the reply may exceed inlineRecv
-// (the requester's receive size) or cannot be bounded. The room is the
-// estimate, at least twice inlineRecv (slack for a GSS verifier and for
-// estimates that are guesses), at most maxRoom (the largest buffer).
-func (e *Estimate) ReplyChunkRoom(inlineRecv, maxRoom int) int {
-	if e.Inline <= inlineRecv && !e.Unpredictable {
+// one is needed when the inline part of the reply may exceed inlineRoom
+// or cannot be bounded.
+//
+// inlineRoom is what of the requester's receive buffer an inline reply
+// can use: the receive size less the largest RPC-over-RDMA header the
+// responder may put before the reply (RFC 8166 §3.3.2: the transport
+// header counts against the inline threshold; Linux subtracts
+// rpcrdma_max_reply_header_size the same way). verifier is the reply
+// verifier's body beyond the empty one the estimate assumes (0, or
+// MaxVerifierBody). The room is the estimate with the verifier, at least
+// twice inlineRoom (slack for estimates that are guesses), at most
+// maxRoom (the largest buffer).
+func (e *Estimate) ReplyChunkRoom(inlineRoom, verifier, maxRoom int) int {
+	need := e.Inline + verifier
+	if need <= inlineRoom && !e.Unpredictable {
 		return 0
 	}
-	return min(max(e.Inline, 2*inlineRecv), maxRoom)
+	return min(max(need, 2*inlineRoom), maxRoom)
 }
 
 // zeroPad supplies the XDR round-up of spliced item bodies.

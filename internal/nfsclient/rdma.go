@@ -131,7 +131,8 @@ func (t *RDMA) planReply(plan *rdmarpc.ReplyPlan, rooms []int, prog, vers, proc 
 		return
 	}
 	plan.WriteChunks = est.WriteRooms(rooms)
-	plan.ReplyChunk = est.ReplyChunkRoom(t.inlineRecv, t.conn.Pool().MaxSize())
+	// AUTH_SYS calls: the reply verifier is AUTH_NONE, as estimated.
+	plan.ReplyChunk = est.ReplyChunkRoom(t.inlineRecv-plan.ReplyHeaderMax(), 0, t.conn.Pool().MaxSize())
 }
 
 // spliceReply rebuilds the reply as it would be on a byte stream: every

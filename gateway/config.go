@@ -96,6 +96,13 @@ type ReverseConfig struct {
 	// MaxCallBytes bounds one call record from a TCP client; a larger
 	// one ends the client's connection.
 	MaxCallBytes ByteSize `yaml:"max_call_bytes"`
+	// MaxReadChunks and MaxWriteChunks bound the Read chunks (besides a
+	// Position-Zero chunk) and Write chunks one call offers the server.
+	// RFC 8267 §6.4.2: without knowledge of the server's limits a client
+	// SHOULD use at most one of each; items past the limit travel in the
+	// Long Call or the Reply chunk instead.
+	MaxReadChunks  int `yaml:"max_read_chunks"`
+	MaxWriteChunks int `yaml:"max_write_chunks"`
 }
 
 // RDMAConfig tunes the RPC-over-RDMA responder.
@@ -217,6 +224,8 @@ func DefaultConfig() Config {
 			PingTimeout:       DefaultPingTimeout,
 			ReplyChunkRetries: DefaultChunkRetries,
 			MaxCallBytes:      ByteSize(defaultMaxReply),
+			MaxReadChunks:     1,
+			MaxWriteChunks:    1,
 		},
 		AuxRelay:    auxrelay.DefaultConfig(),
 		Backchannel: DefaultBackchannel,

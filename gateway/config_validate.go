@@ -90,10 +90,13 @@ func (c *Config) Validate() error {
 		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)
 	}
 	l := &r.Limits
-	checkPositive(bad, "rdma.limits.max_read_segments", l.MaxReadSegments)
-	checkPositive(bad, "rdma.limits.max_read_chunks", l.MaxReadChunks)
-	checkPositive(bad, "rdma.limits.max_write_chunks", l.MaxWriteChunks)
-	checkPositive(bad, "rdma.limits.max_segments_per_chunk", l.MaxSegmentsPerChunk)
+	// RFC 8267 §6.4.2: a server MUST accept a Position-Zero Read chunk
+	// plus one Read chunk, one Write chunk, and up to 16 segments in any
+	// chunk; lower limits would refuse conforming clients.
+	checkAtLeast(bad, "rdma.limits.max_read_segments", l.MaxReadSegments, 2*minChunkSegments, "two Read chunks of 16 segments")
+	checkAtLeast(bad, "rdma.limits.max_read_chunks", l.MaxReadChunks, 2, "a Position-Zero Read chunk plus one Read chunk")
+	checkAtLeast(bad, "rdma.limits.max_write_chunks", l.MaxWriteChunks, 1, "one Write chunk")
+	checkAtLeast(bad, "rdma.limits.max_segments_per_chunk", l.MaxSegmentsPerChunk, minChunkSegments, "16 segments in any chunk")
 	if l.MaxChunkBytes < 4096 {
 		bad("rdma.limits.max_chunk_bytes", "must be at least 4KiB (got %d)", l.MaxChunkBytes)
 	}
@@ -155,9 +158,14 @@ func checkDuration(bad func(string, string, ...any), field string, d, minimum ti
 	}
 }
 
-func checkPositive(bad func(string, string, ...any), field string, v int) {
-	if v < 1 {
-		bad(field, "must be at least 1 (got %d)", v)
+// minChunkSegments is the segment count RFC 8267 §6.4.2 lets any chunk have.
+const minChunkSegments = 16
+
+// checkAtLeast: v must be at least least, which RFC 8267 §6.4.2 requires
+// a server to accept (what says what that is).
+func checkAtLeast(bad func(string, string, ...any), field string, v, least int, what string) {
+	if v < least {
+		bad(field, "must be at least %d, as RFC 8267 §6.4.2 requires servers to accept %s (got %d)", least, what, v)
 	}
 }
 

@@ -135,6 +135,7 @@ func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
 	skip := s.hdrLen // bytes of the window walked, not yet copied
 	want := min(skip+walkPeekFirst, revPeekMax)
 	pool := s.c.r.pool
+	readChunks := 0 // items with a body: each is one Read chunk
 	for s.walked {
 		p, err := rr.Peek(want)
 		if err != nil && err != io.EOF {
@@ -160,9 +161,16 @@ func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
 			break
 		}
 		it := st.Item
+		if it.Length > 0 && readChunks == s.c.r.cfg.Reverse.MaxReadChunks {
+			// RFC 8267 §6.4.2: this and the rest go in the Long Call.
+			break
+		}
 		if s.nitems == len(s.items) || it.Length > pool.MaxSize() {
 			s.c.met.ddpFallbacks.Inc()
 			break
+		}
+		if it.Length > 0 {
+			readChunks++
 		}
 		if err := s.copyInline(rr, skip+it.Offset); err != nil {
 			return err
@@ -315,6 +323,14 @@ func (s *revSlot) planReply() {
 			rooms = rooms[:k]
 			break
 		}
+	}
+	if n := s.c.r.cfg.Reverse.MaxWriteChunks; len(rooms) > n {
+		// RFC 8267 §6.4.2: the results past the last Write chunk come
+		// inline or in the Reply chunk, sized for them here.
+		for j := n; j < len(rooms); j++ {
+			s.est.Inline += (s.est.ItemMax[j] + 3) &^ 3
+		}
+		rooms = rooms[:n]
 	}
 	for i := range rooms {
 		rooms[i] = min(rooms[i], maxRoom)

@@ -3,6 +3,8 @@ package gateway
 import (
 	"net"
 	"time"
+
+	"github.com/rdmagw/rdmagw/ulb"
 )
 
 // validateReverse checks the fields only reverse mode reads.
@@ -30,6 +32,14 @@ func (c *Config) validateReverse(bad func(field, format string, args ...any)) {
 	}
 	if r.MaxCallBytes < 4096 || r.MaxCallBytes > 1<<30 {
 		bad("reverse.max_call_bytes", "must be between 4KiB and 1GiB (got %d)", r.MaxCallBytes)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"reverse.max_read_chunks", r.MaxReadChunks}, {"reverse.max_write_chunks", r.MaxWriteChunks}} {
+		if f.v < 1 || f.v > ulb.MaxItems {
+			bad(f.name, "must be between 1 and %d (got %d)", ulb.MaxItems, f.v)
+		}
 	}
 	if r.ReplyChunkRetries < 0 || r.ReplyChunkRetries > 8 {
 		bad("reverse.reply_chunk_retries", "must be between 0 and 8 (got %d)", r.ReplyChunkRetries)

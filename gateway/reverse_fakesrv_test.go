@@ -37,6 +37,8 @@ type fakeCall struct {
 	rpc              []byte // the whole RPC call, chunk data spliced in
 	replyRoom        uint64 // the offered Reply chunk's length (0: none)
 	hasReply         bool
+	readChunks       int // Read chunks at a non-zero Position
+	writeChunks      int // Write chunks offered
 }
 
 // fakeAction is the handler's decision about a call.
@@ -403,6 +405,7 @@ func (c *fakeConn) pull(h *rdmarpc.Header, inline []byte) (fakeCall, bool) {
 		}
 		chunks = chunks[1:]
 	}
+	nread := len(chunks)
 	for _, ch := range chunks {
 		b, ok := read(ch)
 		if !ok {
@@ -425,7 +428,7 @@ func (c *fakeConn) pull(h *rdmarpc.Header, inline []byte) (fakeCall, bool) {
 	}
 	u := func(i int) uint32 { return binary.BigEndian.Uint32(rpc[4*i:]) }
 	return fakeCall{conn: c.id, xid: u(0), prog: u(3), vers: u(4), proc: u(5), rpc: rpc,
-		replyRoom: h.Reply.Len(), hasReply: h.HasReply}, true
+		replyRoom: h.Reply.Len(), hasReply: h.HasReply, readChunks: nread, writeChunks: len(h.Writes)}, true
 }
 
 // answer sends the reply (or ERR_CHUNK) for call.

@@ -3,8 +3,12 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 )
 
 // A reply whose RPC message fits the 4096-byte inline threshold but not
@@ -61,4 +65,75 @@ func TestReverseReplyChunkCountsTransportHeader(t *testing.T) {
 			t.Fatalf("%d replies fitted neither inline nor the Reply chunk", tooBig)
 		}
 	})
+}
+
+// RFC 8267 §6.4.2: without knowledge of the server's limits a client
+// SHOULD offer at most one Read chunk (besides a Position-Zero chunk)
+// and one Write chunk per COMPOUND. The reverse gateway does by default
+// (reverse.max_read_chunks, max_write_chunks); the second WRITE body
+// travels in the Long Call and reaches the server intact.
+func TestReverseOneChunkOfEachPerCompound(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("max%d", n), func(t *testing.T) {
+			noLeaks(t, func(t *testing.T) { reverseChunksPerCompound(t, n) })
+		})
+	}
+}
+
+func reverseChunksPerCompound(t *testing.T, n int) {
+	srv := startFakeServer(t, 32, nil)
+	rev, _ := startReverseLogged(t, srv.addr(), func(c *gateway.Config) {
+		c.Reverse.MaxReadChunks, c.Reverse.MaxWriteChunks = n, n
+	})
+	cl := dialRaw(t, rev.Addr().String())
+	fh := bytes.Repeat([]byte{0xfe}, 32)
+	d1, d2 := nfstest.Pattern(9000, 1), nfstest.Pattern(7000, 2)
+	compound := func(ops int, body func(b []byte) []byte) []byte {
+		b := be32(nil, 0, 0, uint32(ops)) // tag "", minorversion 0
+		b = be32(b, 22)                   // PUTFH
+		b = xdrOpaque(b, fh)
+		return body(b)
+	}
+	writes := compound(3, func(b []byte) []byte {
+		for i, d := range [][]byte{d1, d2} {
+			b = be32(b, 38)                     // WRITE
+			b = append(b, make([]byte, 16)...)  // stateid
+			b = be32(b, 0, uint32(i)*100000, 2) // offset, FILE_SYNC
+			b = xdrOpaque(b, d)
+		}
+		return b
+	})
+	reads := compound(3, func(b []byte) []byte {
+		for i := range 2 {
+			b = be32(b, 25)                    // READ
+			b = append(b, make([]byte, 16)...) // stateid
+			b = be32(b, 0, uint32(i)*100000, 8192)
+		}
+		return b
+	})
+	for i, args := range [][]byte{writes, reads} {
+		xid := uint32(0x5100 + i)
+		if err := cl.send(rpcCall(xid, progNFS, 4, 1, args)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.recv(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []fakeCall
+	for _, c := range srv.seen() {
+		if c.proc == 1 {
+			got = append(got, c)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("server saw %d COMPOUNDs", len(got))
+	}
+	if got[0].readChunks != n || got[1].writeChunks != n {
+		t.Errorf("max %d: WRITE COMPOUND offered %d Read chunks, READ COMPOUND %d Write chunks", n, got[0].readChunks, got[1].writeChunks)
+	}
+	// The server got both WRITE bodies, wherever they travelled.
+	if !bytes.Contains(got[0].rpc, d1) || !bytes.Contains(got[0].rpc, d2) {
+		t.Errorf("the WRITE bodies did not reach the server intact")
+	}
 }

@@ -198,7 +198,7 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 	}
 	putBackwardHeader(s.buf.Bytes, xid, uint32(b.credits))
 	n := BackwardHeaderSize + copy(s.buf.Bytes[BackwardHeaderSize:], reply)
-	s.sge[0] = s.buf.SGE(0, n)
+	s.sge[0] = c.sge(s.buf, 0, n)
 	s.wr = verbs.SendWR{ID: wrBCSend | uint64(s.idx), Op: verbs.OpSend, SGL: s.sge[:], Signal: true}
 	if err := c.qp.PostSend(&s.wr); err != nil {
 		b.met.BackwardError("closed")

@@ -15,6 +15,10 @@
 //	limits.go      Limits checked while decoding
 //	privdata.go    RFC 8797 connection private data
 //
+// Memory: pool.go is the registered buffer pool; pool_domain.go registers
+// it in further protection domains (a requester connection's own PD);
+// requester_reg.go is the requester's per-RPC registration.
+//
 // # Wire format
 //
 // Every message starts with four fixed words. Version 1 is checked before

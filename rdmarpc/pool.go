@@ -21,6 +21,7 @@ type Buffer struct {
 	mr    verbs.MR
 	pool  *Pool
 	class int
+	slab  int // index in pool.slabs (PoolDomain keys)
 	refs  atomic.Int32
 }
 
@@ -78,11 +79,14 @@ type Pool struct {
 	mapped int
 	inUse  atomic.Int64 // bytes handed out
 	closed bool
+	// domains: other PDs the slabs are registered in (pool_domain.go).
+	domains []*PoolDomain
 }
 
 type poolSlab struct {
-	mem *verbs.Memory
-	mr  verbs.MR
+	mem  *verbs.Memory
+	mr   verbs.MR
+	size int // bytes of mem in use (and registered)
 }
 
 // NewPool creates a pool registering its memory on pd.
@@ -180,11 +184,17 @@ func (p *Pool) grow(c int) error {
 		mem.Free()
 		return fmt.Errorf("rdmarpc: register pool slab of %d bytes: %w", slab, err)
 	}
-	p.slabs = append(p.slabs, poolSlab{mem: mem, mr: mr})
+	if err := p.registerSlabLocked(mem.Bytes()[:slab]); err != nil {
+		mr.Deregister()
+		mem.Free()
+		return err
+	}
+	idx := len(p.slabs)
+	p.slabs = append(p.slabs, poolSlab{mem: mem, mr: mr, size: slab})
 	p.mapped += slab
 	all := mem.Bytes()[:slab]
 	for off := 0; off+size <= len(all); off += size {
-		p.free[c] = append(p.free[c], &Buffer{Bytes: all[off : off+size : off+size], mr: mr, pool: p, class: c})
+		p.free[c] = append(p.free[c], &Buffer{Bytes: all[off : off+size : off+size], mr: mr, pool: p, class: c, slab: idx})
 	}
 	return nil
 }
@@ -207,6 +217,12 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	var first error
+	for _, d := range p.domains {
+		if err := d.deregisterLocked(); err != nil && first == nil {
+			first = err
+		}
+	}
+	p.domains = nil
 	for _, s := range p.slabs {
 		if err := s.mr.Deregister(); err != nil && first == nil {
 			first = err

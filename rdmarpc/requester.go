@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -186,7 +187,9 @@ type RequesterConn struct {
 	met     RequesterMetrics
 	pool    *Pool
 	ownPool bool
-	pd      verbs.PD
+	pd      verbs.PD    // the connection's own protection domain
+	dom     *PoolDomain // the shared pool's keys in pd (nil with an own pool)
+	pdRefs  atomic.Int64
 	cq      verbs.CQ
 	qp      verbs.Conn
 
@@ -244,8 +247,10 @@ func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string
 			return err
 		}
 		c.ownPool = true
+		c.pd = c.pool.pd
+	} else if err := c.ownPD(dev); err != nil {
+		return err
 	}
-	c.pd = c.pool.pd
 	nrecv := cfg.Credits + recvExtra + c.bc.credits
 	nreq := 2 * cfg.Credits // a context waits for its Send completion after its reply
 	var err error
@@ -290,7 +295,7 @@ func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string
 }
 
 func (c *RequesterConn) postRecvLocked(r *rrecv) error {
-	r.sge[0] = r.buf.SGE(0, len(r.buf.Bytes))
+	r.sge[0] = c.sge(r.buf, 0, len(r.buf.Bytes))
 	r.wr = verbs.RecvWR{ID: wrRecv | uint64(r.idx), SGL: r.sge[:]}
 	r.posted = true
 	if err := c.qp.PostRecv(&r.wr); err != nil {
@@ -447,7 +452,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	}
 	kind, inline, exposed, err := c.marshal(x, msg, plan)
 	if err != nil {
-		x.unregister()
+		c.unregister(x)
 		x.releaseBufs()
 		c.mu.Lock()
 		c.putLocked(x)
@@ -458,7 +463,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	for i := range c.reqs {
 		if o := &c.reqs[i]; o != x && (o.state == reqWaiting || o.state == reqAbandon) && o.xid == msg.XID {
 			c.mu.Unlock()
-			x.unregister()
+			c.unregister(x)
 			x.releaseBufs()
 			c.mu.Lock()
 			c.putLocked(x)
@@ -471,7 +476,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		// would never hear back.
 		err := c.err
 		c.mu.Unlock()
-		x.unregister()
+		c.unregister(x)
 		x.releaseBufs()
 		c.mu.Lock()
 		c.putLocked(x)
@@ -503,7 +508,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		if x.state == reqWaiting {
 			x.state = reqAbandon
 			c.mu.Unlock()
-			x.invalidateReads()
+			c.invalidateReads(x)
 			return ctx.Err()
 		}
 		c.mu.Unlock()
@@ -522,7 +527,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 // failed: buffers back to the pool, the receive reposted, the credit
 // returned. The context itself is free once its Send has completed too.
 func (c *RequesterConn) finish(x *reqCtxt) {
-	x.unregister()
+	c.unregister(x)
 	x.releaseBufs()
 	c.mu.Lock()
 	if r := x.rep; r != nil {
@@ -751,5 +756,8 @@ func (c *RequesterConn) release() {
 	if c.ownPool && c.pool != nil && c.pool.InUse() == 0 {
 		c.pool.Close()
 		c.pool.pd.Close()
+	}
+	if c.dom != nil {
+		c.putPD()
 	}
 }

@@ -184,7 +184,7 @@ func (c *RequesterConn) offerReplyRoom(x *reqCtxt, plan *ReplyPlan) error {
 }
 
 func (x *reqCtxt) setSend(n int) {
-	x.sge[0] = x.sendBuf.SGE(0, n)
+	x.sge[0] = x.conn.sge(x.sendBuf, 0, n)
 	x.wr = verbs.SendWR{ID: wrSend | uint64(x.idx), Op: verbs.OpSend, SGL: x.sge[:], Signal: true}
 }
 
@@ -244,7 +244,9 @@ func (c *RequesterConn) reply(r *rrecv, n int) {
 	c.mu.Unlock()
 	// The responder is done with the call's memory: revoke it all before
 	// anybody looks at what was written.
-	x.unregister()
+	if err := c.unregister(x); err != nil {
+		x.err = err
+	}
 	keep := false
 	switch h.Proc {
 	case ProcError:

@@ -1,6 +1,7 @@
 package rdmarpc
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -74,8 +75,11 @@ func (x *reqCtxt) expose(b []byte, remote verbs.Access) (Segment, error) {
 	if remote == verbs.AccessRemoteWrite {
 		access |= verbs.AccessLocalWrite
 	}
-	mr, err := x.conn.pd.Register(b, access)
+	c := x.conn
+	c.pdRefs.Add(1)
+	mr, err := c.pd.Register(b, access)
 	if err != nil {
+		c.putPD()
 		return Segment{}, fmt.Errorf("rdmarpc: register %d bytes for xid 0x%08x: %w", len(b), x.hdr.XID, err)
 	}
 	x.regMu.Lock()
@@ -92,29 +96,117 @@ func (x *reqCtxt) expose(b []byte, remote verbs.Access) (Segment, error) {
 // (a caller that gives up may reuse it at once). The registrations of the
 // Write and Reply chunk room stay until the reply comes: that memory is
 // ours, and a responder still writing into it must not fail.
-func (x *reqCtxt) invalidateReads() {
+func (x *reqCtxt) invalidateReads() error {
+	var errs []error
 	x.regMu.Lock()
 	for _, mr := range x.readMRs {
-		mr.Invalidate()
+		if err := mr.Invalidate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	x.regMu.Unlock()
+	return errors.Join(errs...)
 }
 
 // unregister invalidates and deregisters every registration of the call.
-func (x *reqCtxt) unregister() {
+func (x *reqCtxt) unregister() error {
+	var errs []error
 	x.regMu.Lock()
-	for i, mr := range x.readMRs {
-		mr.Invalidate()
-		mr.Deregister()
-		x.readMRs[i] = nil
-	}
-	for i, mr := range x.writeMRs {
-		mr.Invalidate()
-		mr.Deregister()
-		x.writeMRs[i] = nil
+	for _, mrs := range [2][]verbs.MR{x.readMRs, x.writeMRs} {
+		for i, mr := range mrs {
+			if err := mr.Invalidate(); err != nil {
+				errs = append(errs, err)
+			}
+			if err := mr.Deregister(); err != nil {
+				errs = append(errs, err)
+			}
+			mrs[i] = nil
+			x.conn.putPD()
+		}
 	}
 	x.readMRs, x.writeMRs = x.readMRs[:0], x.writeMRs[:0]
 	x.regMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// RevokeError: a registration the requester exposed to the responder
+// could not be invalidated or deregistered, so the responder may still
+// reach that memory. The connection is closed (RFC 8166 §4.5.4) and the
+// failure counted as a failed LOCAL_INV in RequesterMetrics.RDMAFailed.
+type RevokeError struct {
+	XID uint32
+	Err error
+}
+
+func (e *RevokeError) Error() string {
+	return fmt.Sprintf("rdmarpc: xid 0x%08x: revoking the responder's access failed: %v", e.XID, e.Err)
+}
+
+func (e *RevokeError) Unwrap() error { return e.Err }
+
+// unregister revokes x's registrations; when that fails the connection
+// is closed, counted and logged, and the error returned.
+func (c *RequesterConn) unregister(x *reqCtxt) error {
+	return c.revoked(x, x.unregister())
+}
+
+// invalidateReads is x.invalidateReads with the failure handling of
+// unregister.
+func (c *RequesterConn) invalidateReads(x *reqCtxt) error {
+	return c.revoked(x, x.invalidateReads())
+}
+
+func (c *RequesterConn) revoked(x *reqCtxt, err error) error {
+	if err == nil {
+		return nil
+	}
+	re := &RevokeError{XID: x.hdr.XID, Err: err}
+	c.met.RDMAFailed(verbs.OpLocalInv, verbs.StatusGeneral)
+	c.log.Error("rpc-over-rdma connection closed: the responder's access to a call's memory could not be revoked", "xid", x.hdr.XID, "error", err)
+	c.fail(fmt.Errorf("%w: %w", ErrConnClosed, re))
+	return re
+}
+
+// ownPD gives a connection that shares a pool a protection domain of its
+// own, with the pool's memory registered in it (PoolDomain): the
+// per-RPC registrations made in it can be reached through this
+// connection's queue pair only.
+func (c *RequesterConn) ownPD(dev verbs.Device) error {
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return fmt.Errorf("rdmarpc: requester: allocate PD: %w", err)
+	}
+	dom, err := c.pool.Attach(pd)
+	if err != nil {
+		pd.Close()
+		return fmt.Errorf("rdmarpc: requester: %w", err)
+	}
+	c.pd, c.dom = pd, dom
+	c.pdRefs.Store(1) // the connection's; each registration adds one
+	return nil
+}
+
+// putPD drops a reference to the connection's own PD; the last (the
+// connection released and every registration gone) closes it. With an own
+// pool (dom nil) the pool's PD is closed by release instead.
+func (c *RequesterConn) putPD() {
+	if c.dom == nil || c.pdRefs.Add(-1) != 0 {
+		return
+	}
+	if err := c.dom.Close(); err != nil {
+		c.log.Warn("deregistering the pool from a closed connection's PD failed", "error", err)
+	}
+	if err := c.pd.Close(); err != nil {
+		c.log.Warn("closing a connection's PD failed", "error", err)
+	}
+}
+
+// sge names b.Bytes[off:off+n] with the connection's key for it.
+func (c *RequesterConn) sge(b *Buffer, off, n int) verbs.SGE {
+	if c.dom != nil {
+		return c.dom.SGE(b, off, n)
+	}
+	return b.SGE(off, n)
 }
 
 // releaseBufs returns the call's chunk room and staging copies.

@@ -38,6 +38,10 @@ type Config struct {
 	Pool        PoolConfig        `yaml:"pool"`
 	Metrics     MetricsConfig     `yaml:"metrics"`
 	Log         LogConfig         `yaml:"log"`
+
+	// Shutdown and Admin: drain and the admin socket (config_ops.go).
+	Shutdown ShutdownConfig `yaml:"shutdown"`
+	Admin    AdminConfig    `yaml:"admin"`
 }
 
 // ListenConfig is where clients connect: RDMA clients in forward mode,
@@ -136,6 +140,9 @@ type MetricsConfig struct {
 	// Pprof also serves Go's profiler (net/http/pprof) under /debug/pprof/
 	// on the same listener, for CPU and heap profiles of a running gateway.
 	Pprof bool `yaml:"pprof"`
+	// Sessions also serves the live view of the clients as JSON under
+	// /debug/sessions on the same listener (what `rdmagw sessions` shows).
+	Sessions bool `yaml:"sessions"`
 }
 
 // LogConfig is the go-hclog logger.
@@ -236,6 +243,8 @@ func DefaultConfig() Config {
 		},
 		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
 		Log:     LogConfig{Level: "info", Format: "text"},
+
+		Shutdown: ShutdownConfig{DrainTimeout: DefaultDrainTimeout},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,6 +24,9 @@ type backendDialer struct {
 	lastLocal *net.TCPAddr
 	// samePort reports whether the last dial kept the previous local port.
 	samePort bool
+	// last is the latest connection's local and remote address, for the
+	// live view (read by other goroutines).
+	last atomic.Pointer[[2]string]
 }
 
 // Reserved ports are tried from the top down, as bindresvport does;
@@ -77,6 +81,7 @@ func (d *backendDialer) dialFrom(ctx context.Context, port int) (*net.TCPConn, e
 	if la, ok := tc.LocalAddr().(*net.TCPAddr); ok {
 		d.lastLocal = la
 	}
+	d.last.Store(&[2]string{tc.LocalAddr().String(), tc.RemoteAddr().String()})
 	return tc, nil
 }
 

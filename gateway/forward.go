@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,12 +26,14 @@ type Forward struct {
 	log       hclog.Logger
 	met       *Metrics
 	ln        verbs.Listener
-	allowed   []netip.Prefix
 	backend   string
 	metrics   *metricsServer
 	relay     *auxrelay.Relay // nil unless aux_relay.enabled
 
 	wg sync.WaitGroup // sessions and connection setups
+
+	clients clientTable // live sessions: the live view, drain, liveness (ops.go)
+	reload  liveConfig  // what a reload changes (reload.go)
 }
 
 // NewForward opens the provider's device, registers the buffer pool,
@@ -46,9 +48,7 @@ func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
 	}
 	f := &Forward{cfg: cfg, log: log, met: NewMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
-	for _, n := range cfg.Listen.AllowedNetworks {
-		f.allowed = append(f.allowed, netip.MustParsePrefix(n).Masked())
-	}
+	f.reload.init(cfg)
 	if err := f.open(); err != nil {
 		f.Close()
 		return nil, err
@@ -103,6 +103,7 @@ func (f *Forward) open() error {
 	if f.metrics, metricsURL, err = startMetrics(cfg, f.met, f.log); err != nil {
 		return err
 	}
+	f.metrics.serveSessions(f.Sessions, cfg.Metrics.Sessions)
 	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
 		"device", f.dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
@@ -145,15 +146,24 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 			err = rerr
 		}
 	}()
+	f.clients.markReady()
 	for {
+		f.clients.acceptBusy.Store(0)
 		req, err := f.ln.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				f.log.Info("forward gateway shutting down")
 				return nil
 			}
+			if f.clients.isDraining() {
+				// Drain closed the listener; it ends the sessions
+				// (cancelling ctx here first would cut their calls).
+				f.wg.Wait()
+				return nil
+			}
 			return fmt.Errorf("accept RDMA connection: %w", err)
 		}
+		f.clients.acceptBusy.Store(time.Now().UnixNano())
 		if !f.allowedPeer(req.RemoteAddr()) {
 			f.met.rejected("not_allowed")
 			f.log.Warn("connection request rejected: address not in listen.allowed_networks", "peer", req.RemoteAddr().String())
@@ -172,8 +182,11 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 // outright (and its mount fails fast) while the server is down, then
 // accepts the RDMA connection and runs its session.
 func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
+	ctx, disconnect := context.WithCancel(ctx) // a drain's end disconnects the client
+	defer disconnect()
 	peer := req.RemoteAddr().String()
-	d := &backendDialer{addr: f.backend, timeout: f.cfg.Backend.ConnectTimeout, reserved: f.cfg.Backend.ReservedSourcePort}
+	cfg := f.reload.conn() // a reload applies to the connections made after it
+	d := &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
 	conn, err := d.dial(ctx)
 	if err != nil {
 		f.met.rejected("backend_unavailable")
@@ -182,16 +195,17 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		req.Reject(nil)
 		return
 	}
+	ops := new(clientOps) // the session's, counted from the accept on
 	rc, err := rdmarpc.AcceptResponder(req, f.dev, rdmarpc.ResponderConfig{
-		Credits:             f.cfg.RDMA.Credits,
-		InlineRecv:          int(f.cfg.RDMA.InlineRecv),
-		InlineSend:          int(f.cfg.RDMA.InlineSend),
-		MaxReadsOutstanding: f.cfg.RDMA.MaxReadsOutstanding,
-		Limits:              f.cfg.RDMALimits(),
+		Credits:             cfg.RDMA.Credits,
+		InlineRecv:          int(cfg.RDMA.InlineRecv),
+		InlineSend:          int(cfg.RDMA.InlineSend),
+		MaxReadsOutstanding: cfg.RDMA.MaxReadsOutstanding,
+		Limits:              cfg.RDMALimits(),
 		Pool:                f.pool,
 		Logger:              f.log.Named("rdma"),
-		Metrics:             f.met,
-		Backchannel:         f.cfg.ResponderBackchannel(),
+		Metrics:             sessionMetrics{f.met, ops},
+		Backchannel:         cfg.ResponderBackchannel(),
 	})
 	if err != nil {
 		conn.Close()
@@ -199,30 +213,26 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		f.log.Error("RDMA accept failed", "peer", peer, "error", err)
 		return
 	}
-	f.log.Info("client connected", "peer", peer, "credits", f.cfg.RDMA.Credits,
-		"inline_send", rc.InlineSend(), "inline_recv", int(f.cfg.RDMA.InlineRecv),
+	f.log.Info("client connected", "peer", peer, "credits", cfg.RDMA.Credits,
+		"inline_send", rc.InlineSend(), "inline_recv", int(cfg.RDMA.InlineRecv),
 		"backend", f.backend, "backend_local", localAddr(conn))
-	f.met.creditsGranted.Add(float64(f.cfg.RDMA.Credits))
-	defer f.met.creditsGranted.Sub(float64(f.cfg.RDMA.Credits))
-	s := newSession(rc, f.cfg, f.log.Named("session"), f.met, f.pool)
+	f.met.creditsGranted.Add(float64(cfg.RDMA.Credits))
+	defer f.met.creditsGranted.Sub(float64(cfg.RDMA.Credits))
+	s := newSession(rc, cfg, f.log.Named("session"), f.met, f.pool)
+	ops.init(time.Now())
+	s.ops = ops
+	s.dialer = d
+	if !f.clients.add(s, disconnect) {
+		// Accepted as a drain began: nothing was forwarded yet.
+		s.ops.draining.Store(true)
+		disconnect()
+	}
+	defer f.clients.remove(s)
 	s.run(ctx, conn, d)
 }
 
 func (f *Forward) allowedPeer(a net.Addr) bool {
-	if len(f.allowed) == 0 {
-		return true
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range f.allowed {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
+	return prefixesAllow(f.reload.allowedNets(), a)
 }
 
 // Close releases the listener, the metrics endpoint, the pool and the
@@ -230,3 +240,38 @@ func (f *Forward) allowedPeer(a net.Addr) bool {
 func (f *Forward) Close() error {
 	return closeGateway(f.ln, f.metrics, f.wg.Wait, &f.rdmaStack) // a nil interface stays nil
 }
+
+// Drain stops accepting clients, lets the calls in flight finish and
+// disconnects each client once it has none; when ctx ends (the
+// shutdown.drain_timeout deadline) it disconnects the rest, abandoning
+// their calls (counted in rdmagw_drain_abandoned_calls_total). Calls
+// arriving during the drain are not forwarded: the clients send them
+// again after reconnecting (to this gateway once restarted, or to its
+// failover peer). Serve returns once the drain is over. A gateway does
+// not serve again after a drain.
+func (f *Forward) Drain(ctx context.Context) DrainResult {
+	f.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(f.clients.list()))
+	res := f.clients.drain(ctx, func() { f.ln.Close() }, f.met)
+	logDrain(f.log, res)
+	return res
+}
+
+// Sessions is the live view of the gateway's clients and backend
+// connections.
+func (f *Forward) Sessions() Sessions {
+	return f.clients.snapshot(Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend})
+}
+
+// Alive is the liveness probe behind the systemd watchdog: the accept
+// loop is not stuck, every session's call path can be locked, and the
+// registered pool hands out a buffer, all within ctx.
+func (f *Forward) Alive(ctx context.Context) error {
+	return f.clients.alive(ctx, func(context.Context) error { return poolAlive(f.pool) })
+}
+
+// Status is a one-line summary (clients, calls in flight) for systemd.
+func (f *Forward) Status() string { return f.clients.status() }
+
+// Ready is closed once Serve accepts clients: the RDMA listener, the
+// metrics endpoint and the auxiliary relay are all up.
+func (f *Forward) Ready() <-chan struct{} { return f.clients.readyChan() }

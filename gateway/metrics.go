@@ -65,6 +65,8 @@ type Metrics struct {
 	ddpFallbacks   prometheus.Counter
 	backendErrors  *prometheus.CounterVec
 	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
+
+	ops *opsMetrics // drain and reload (ops.go)
 }
 
 // procKey names one procedure of one program version.
@@ -170,11 +172,12 @@ func NewMetricsFor(mode string) *Metrics {
 	m.giveUps = f.counter("rdmagw_backend_give_ups_total", "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
 	m.unknownXID = f.counter("rdmagw_backend_unknown_xid_replies_total", "Backend replies dropped because their XID matched no outstanding call.")
 	m.callsDropped = f.counterVec("rdmagw_calls_dropped_total",
-		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway).", "reason")
+		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway; draining: arrived while the gateway drains, not forwarded, sent again by the client after reconnecting).", "reason")
 	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
 	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
 	m.bc = newBCMetrics(f, mode)
+	m.ops = newOpsMetrics(f)
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,6 +19,9 @@ import (
 type metricsServer struct {
 	ln  net.Listener
 	srv *http.Server
+	mux *http.ServeMux // more endpoints join it (ops_http.go)
+
+	sessionsOn atomic.Bool // metrics.sessions: /debug/sessions answers
 }
 
 // startMetrics serves /metrics on cfg.Metrics.Listen unless it is empty,
@@ -58,7 +62,7 @@ func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger)
 		}
 		fmt.Fprintln(w, "rdmagw: metrics at /metrics")
 	})
-	ms := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	ms := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, mux: mux}
 	go func() {
 		if err := ms.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics endpoint stopped", "listen", addr, "error", err)

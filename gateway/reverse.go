@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -30,11 +31,13 @@ type Reverse struct {
 	log       hclog.Logger
 	met       *reverseMetrics
 	ln        *net.TCPListener
-	allowed   []netip.Prefix
 	backend   string
 	metrics   *metricsServer
 
 	wg sync.WaitGroup // client sessions
+
+	clients clientTable // live clients: the live view, drain, liveness (ops.go)
+	reload  liveConfig  // what a reload changes (reload.go)
 }
 
 // NewReverse opens the RDMA provider's device, registers the buffer pool,
@@ -52,9 +55,7 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 	}
 	r := &Reverse{cfg: cfg, log: log, met: newReverseMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
-	for _, n := range cfg.Listen.AllowedNetworks {
-		r.allowed = append(r.allowed, netip.MustParsePrefix(n).Masked())
-	}
+	r.reload.init(cfg)
 	if err := r.open(); err != nil {
 		r.Close()
 		return nil, err
@@ -78,6 +79,7 @@ func (r *Reverse) open() error {
 	if r.metrics, metricsURL, err = startMetrics(cfg, r.met.Metrics, r.log); err != nil {
 		return err
 	}
+	r.metrics.serveSessions(r.Sessions, cfg.Metrics.Sessions)
 	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
 		"provider", cfg.Backend.Provider, "device", r.dev.Info().Name, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
@@ -109,7 +111,9 @@ func (r *Reverse) Serve(ctx context.Context) error {
 	defer r.wg.Wait()
 	stop := context.AfterFunc(ctx, func() { r.ln.Close() })
 	defer stop()
+	r.clients.markReady()
 	for {
+		r.clients.acceptBusy.Store(0)
 		conn, err := r.ln.AcceptTCP()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -117,11 +121,12 @@ func (r *Reverse) Serve(ctx context.Context) error {
 				return nil
 			}
 			if errors.Is(err, net.ErrClosed) {
-				return nil
+				return nil // Close, or Drain (wg.Wait waits for it)
 			}
 			return fmt.Errorf("accept TCP connection: %w", err)
 		}
-		if !prefixesAllow(r.allowed, conn.RemoteAddr()) {
+		r.clients.acceptBusy.Store(time.Now().UnixNano())
+		if !prefixesAllow(r.reload.allowedNets(), conn.RemoteAddr()) {
 			r.met.rejected("not_allowed")
 			r.log.Warn("connection rejected: address not in listen.allowed_networks", "peer", conn.RemoteAddr().String())
 			conn.Close()
@@ -139,6 +144,8 @@ func (r *Reverse) Serve(ctx context.Context) error {
 // refused outright (its connection closed at once) while the server is
 // down, then runs the client's session.
 func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
+	ctx, disconnect := context.WithCancel(ctx) // a drain's end disconnects the client
+	defer disconnect()
 	peer := conn.RemoteAddr().String()
 	link := newRDMALink(r, peer)
 	if err := link.connect(ctx); err != nil {
@@ -152,7 +159,11 @@ func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
 	r.log.Info("client connected", "peer", peer, "backend", r.backend,
 		"granted", link.granted(), "inline_send", link.inlineSend())
 	c := newRevClient(r, conn, link)
+	if !r.clients.add(c, disconnect) {
+		c.beginDrain() // connected as a drain began: read nothing
+	}
 	reason := c.run(ctx)
+	r.clients.remove(c)
 	link.close()
 	r.met.Metrics.ConnDown(nil)
 	r.met.connClosed(reason)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,9 @@ type revClient struct {
 	slots   []*revSlot
 	busy    sync.WaitGroup // slots holding a call
 	workers sync.WaitGroup
+
+	ops   clientOps    // live view and drain (ops.go, ops_reverse.go)
+	calls atomic.Int32 // calls read and not yet answered (busy's count)
 }
 
 // peekMax is the read-ahead of a client's record reader: the walker's
@@ -54,7 +58,8 @@ func newRevClient(r *Reverse, conn *net.TCPConn, link *rdmaLink) *revClient {
 	c := &revClient{r: r, conn: conn, link: link, log: r.log.Named("client"), met: r.met,
 		peer: conn.RemoteAddr().String(),
 		free: make(chan *revSlot, r.cfg.Reverse.MaxCallsPerClient)}
-	c.rr = tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax})
+	c.ops.init(time.Now())
+	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.in}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax})
 	c.rw = tcprpc.NewRecordWriter(conn, nil)
 	return c
 }
@@ -82,6 +87,16 @@ func (c *revClient) run(parent context.Context) string {
 		reason = "backend_gone"
 	case parent.Err() != nil:
 		reason = "shutdown"
+	case c.ops.draining.Load():
+		// A drain stopped the reader: let the calls in flight finish;
+		// the drain ends parent at its deadline.
+		reason = "shutdown"
+		done := make(chan struct{})
+		go func() { c.busy.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-parent.Done():
+		}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF):
 		// The client reset or dropped the connection mid-record: an
 		// ordinary (if abrupt) disconnect, e.g. libnfs at exit.
@@ -122,6 +137,10 @@ func (c *revClient) readCalls() error {
 		if err != nil {
 			return err
 		}
+		if c.ops.draining.Load() {
+			c.free <- s
+			return errDraining
+		}
 		ok, err := s.read(c)
 		if err != nil {
 			c.free <- s
@@ -138,6 +157,8 @@ func (c *revClient) readCalls() error {
 			continue
 		}
 		c.busy.Add(1)
+		c.calls.Add(1)
+		c.ops.touch(s.received)
 		s.work <- struct{}{}
 	}
 }
@@ -158,6 +179,7 @@ func (c *revClient) slot() (*revSlot, error) {
 			defer c.workers.Done()
 			for range s.work {
 				s.serve()
+				c.calls.Add(-1)
 				c.busy.Done()
 				c.free <- s
 			}
@@ -185,5 +207,6 @@ func (c *revClient) writeReply(vec [][]byte) error {
 		c.cancel()
 		return err
 	}
+	c.ops.countRecord(vec)
 	return nil
 }

@@ -44,6 +44,9 @@ type session struct {
 	giveUp bool // the backend stayed unreachable: the client was disconnected
 
 	bc bcSession // NFSv4.1 callbacks (backchannel.go)
+
+	ops    *clientOps     // live view and drain (ops.go, ops_forward.go)
+	dialer *backendDialer // the backend connection's addresses, for the live view
 }
 
 // maxCallHeader is the longest RPC call header: six words and two opaque
@@ -59,6 +62,8 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *M
 		wake:    make(chan struct{}, 1),
 	}
 	s.initBackchannel()
+	s.ops = new(clientOps)
+	s.ops.init(time.Now())
 	return s
 }
 
@@ -81,8 +86,15 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 	pc.ddp = !wrapped && gerr == nil
 	pc.stats = s.met.proc(h.Prog, h.Vers, h.Proc)
 	pc.stats.calls.Inc()
+	s.ops.touch(now)
 
 	s.mu.Lock()
+	if s.ops.draining.Load() {
+		s.pending.put(pc)
+		s.mu.Unlock()
+		s.drop(call, "draining")
+		return
+	}
 	if s.closing {
 		s.pending.put(pc)
 		s.mu.Unlock()
@@ -189,6 +201,7 @@ func (s *session) deliver(pc *pendingCall, st replyStatus) {
 		runtime.Gosched() // the writer is returning from the writev that sent this call
 	}
 
+	s.ops.touch(time.Now())
 	s.met.observe(s.met.callLatency, pc.received)
 	pc.stats.reply(s.met, st).Inc()
 	s.met.creditsInUse.Dec()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -323,6 +324,23 @@ func (c *RequesterConn) Pool() *Pool { return c.pool }
 
 // InlineSend is the negotiated inline threshold for calls.
 func (c *RequesterConn) InlineSend() int { return c.sendMax }
+
+// LocalAddr and RemoteAddr are the connection's endpoints (for the
+// gateway's session list); nil before setup.
+func (c *RequesterConn) LocalAddr() net.Addr {
+	if c.qp == nil {
+		return nil
+	}
+	return c.qp.LocalAddr()
+}
+
+// RemoteAddr: see LocalAddr.
+func (c *RequesterConn) RemoteAddr() net.Addr {
+	if c.qp == nil {
+		return nil
+	}
+	return c.qp.RemoteAddr()
+}
 
 // Granted is the responder's current credit grant.
 func (c *RequesterConn) Granted() int {

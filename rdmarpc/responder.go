@@ -268,6 +268,10 @@ func (c *ResponderConn) RemoteAddr() string {
 // Outstanding is the number of calls received and not yet answered.
 func (c *ResponderConn) Outstanding() int { return int(c.outstanding.Load()) }
 
+// SendsInFlight is the number of replies posted whose Send has not
+// completed yet: a drain waits for them before it disconnects.
+func (c *ResponderConn) SendsInFlight() int { return int(c.inFlight.Load()) }
+
 // Serve runs the connection until the peer disconnects, an RDMA operation
 // fails, ctx is done or Close is called, and returns why (nil after
 // Close). Calls still with the handler when it returns are answered with

@@ -1,0 +1,387 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/rdmarpc"
+)
+
+// Operations on a running gateway, the same in both modes: the table of
+// live client connections behind `rdmagw sessions` (Sessions), the drain
+// of a graceful stop (Drain), the liveness probe behind the systemd
+// watchdog (Alive) and the one-line status (Status). Reload is
+// Reconfigure (reload.go).
+
+// SessionInfo is one client connection as `rdmagw sessions` and the
+// /debug/sessions JSON show it. In forward mode the client speaks
+// RPC-over-RDMA and the backend connection is TCP; in reverse mode the
+// client speaks TCP and the backend connection is RPC-over-RDMA (then
+// the credits and inline sizes are those of that RDMA connection).
+type SessionInfo struct {
+	Peer string `json:"peer"`
+	Mode string `json:"mode"`
+	// Credits: forward, granted to the client (rdma.credits) and held by
+	// its calls not yet answered; reverse, granted by the RDMA server to
+	// the gateway and held by the client's calls at the server.
+	CreditsGranted int `json:"credits_granted"`
+	CreditsInUse   int `json:"credits_in_use"`
+	// InlineRecv is the largest message the gateway receives by Send on
+	// the RDMA connection, InlineSend the largest it sends (negotiated
+	// with the peer, RFC 8797).
+	InlineRecv int `json:"inline_recv"`
+	InlineSend int `json:"inline_send"`
+	// CallsInFlight are the client's calls taken by the gateway and not
+	// yet answered.
+	CallsInFlight int `json:"calls_in_flight"`
+	// BytesIn / BytesOut: from / to the client (forward: RPC-over-RDMA
+	// messages and chunk payloads; reverse: TCP record bytes).
+	BytesIn      uint64    `json:"bytes_in"`
+	BytesOut     uint64    `json:"bytes_out"`
+	ConnectedAt  time.Time `json:"connected_at"`
+	AgeSeconds   float64   `json:"age_seconds"`
+	LastActivity time.Time `json:"last_activity"`
+	IdleSeconds  float64   `json:"idle_seconds"`
+	Draining     bool      `json:"draining"`
+	// Backend is the connection to the NFS server serving this client
+	// (connection_policy per_client: one each).
+	Backend BackendConnInfo `json:"backend"`
+}
+
+// BackendConnInfo is one backend connection.
+type BackendConnInfo struct {
+	Transport string `json:"transport"` // "tcp" (forward) or "rdma" (reverse)
+	Local     string `json:"local"`     // "" while (re)connecting
+	Remote    string `json:"remote"`
+	Client    string `json:"client"` // the client connection it serves
+}
+
+// Sessions is the whole live view: every client connection and every
+// backend connection.
+type Sessions struct {
+	Mode     string            `json:"mode"`
+	Listen   string            `json:"listen"`
+	Backend  string            `json:"backend"`
+	Draining bool              `json:"draining"`
+	Clients  []SessionInfo     `json:"clients"`
+	Backends []BackendConnInfo `json:"backends"`
+}
+
+// DrainResult says how a drain ended.
+type DrainResult struct {
+	Clients   int  `json:"clients"`   // connected when the drain began
+	Abandoned int  `json:"abandoned"` // calls still unanswered at the deadline
+	TimedOut  bool `json:"timed_out"`
+}
+
+// liveClient is one client connection in the table.
+type liveClient interface {
+	info(now time.Time) SessionInfo
+	// beginDrain stops taking new calls from the client; the calls it
+	// already has go on. Calls that arrive later are not forwarded: the
+	// client sends them again after reconnecting.
+	beginDrain()
+	// inFlight is the calls taken and not yet answered (replies posted
+	// but not yet completed count).
+	inFlight() int
+	// probe takes the locks of the client's call path, within ctx.
+	probe(ctx context.Context) error
+}
+
+// clientOps is what every client connection keeps for the live view.
+type clientOps struct {
+	since    time.Time
+	last     atomic.Int64 // unix nanos of the last call or reply
+	in, out  atomic.Uint64
+	draining atomic.Bool
+}
+
+func (o *clientOps) init(now time.Time) {
+	o.since = now
+	o.last.Store(now.UnixNano())
+}
+
+func (o *clientOps) touch(now time.Time) { o.last.Store(now.UnixNano()) }
+
+// fill sets the fields of si kept by clientOps.
+func (o *clientOps) fill(si *SessionInfo, now time.Time) {
+	last := time.Unix(0, o.last.Load())
+	si.BytesIn, si.BytesOut = o.in.Load(), o.out.Load()
+	si.ConnectedAt, si.LastActivity = o.since, last
+	si.AgeSeconds = now.Sub(o.since).Seconds()
+	si.IdleSeconds = max(now.Sub(last).Seconds(), 0)
+	si.Draining = o.draining.Load()
+}
+
+// sessionMetrics counts one forward client's RDMA bytes for the live
+// view and passes every event on to the gateway's metrics.
+type sessionMetrics struct {
+	*Metrics
+	ops *clientOps
+}
+
+// CallReceived implements rdmarpc.ResponderMetrics.
+func (m sessionMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
+	m.ops.in.Add(uint64(inline + chunk))
+	m.Metrics.CallReceived(kind, inline, chunk)
+}
+
+// ReplySent implements rdmarpc.ResponderMetrics.
+func (m sessionMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
+	m.ops.out.Add(uint64(inline + written))
+	m.Metrics.ReplySent(kind, inline, written)
+}
+
+// clientTable is a gateway's live client connections. Each has its own
+// context, ended to disconnect it at the end of a drain.
+type clientTable struct {
+	mu       sync.Mutex
+	clients  map[liveClient]context.CancelFunc
+	draining bool
+
+	// acceptBusy is when the accept loop took the request it is still
+	// handling (unix nanos), 0 while it waits in Accept.
+	acceptBusy atomic.Int64
+
+	readyOnce sync.Once
+	ready     chan struct{} // closed once Serve accepts (readyChan)
+}
+
+// readyChan is closed once every listener is up and Serve accepts.
+func (t *clientTable) readyChan() chan struct{} {
+	t.readyOnce.Do(func() { t.ready = make(chan struct{}) })
+	return t.ready
+}
+
+func (t *clientTable) markReady() {
+	ch := t.readyChan()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// add registers c; false when the gateway is draining (c must go).
+func (t *clientTable) add(c liveClient, cancel context.CancelFunc) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.draining {
+		return false
+	}
+	if t.clients == nil {
+		t.clients = make(map[liveClient]context.CancelFunc)
+	}
+	t.clients[c] = cancel
+	return true
+}
+
+func (t *clientTable) remove(c liveClient) {
+	t.mu.Lock()
+	delete(t.clients, c)
+	t.mu.Unlock()
+}
+
+func (t *clientTable) isDraining() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.draining
+}
+
+// list returns the clients connected now.
+func (t *clientTable) list() []liveClient {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := make([]liveClient, 0, len(t.clients))
+	for c := range t.clients {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func (t *clientTable) cancelOf(c liveClient) context.CancelFunc {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.clients[c]
+}
+
+// snapshot builds the live view, clients oldest first.
+func (t *clientTable) snapshot(s Sessions) Sessions {
+	now := time.Now()
+	s.Draining = t.isDraining()
+	s.Clients = []SessionInfo{}
+	s.Backends = []BackendConnInfo{}
+	for _, c := range t.list() {
+		s.Clients = append(s.Clients, c.info(now))
+	}
+	slices.SortFunc(s.Clients, func(a, b SessionInfo) int { return a.ConnectedAt.Compare(b.ConnectedAt) })
+	for _, c := range s.Clients {
+		s.Backends = append(s.Backends, c.Backend)
+	}
+	return s
+}
+
+// drainPoll is how often a drain looks at the calls in flight.
+const drainPoll = 10 * time.Millisecond
+
+// drain stops accepting (stopAccept), lets every client's calls in flight
+// finish and disconnects each client as soon as it has none, until ctx
+// ends; then it disconnects the rest, abandoning their calls. A second
+// drain while one runs waits for nothing and reports no clients.
+func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics) DrainResult {
+	t.mu.Lock()
+	if t.draining {
+		t.mu.Unlock()
+		return DrainResult{}
+	}
+	t.draining = true
+	t.mu.Unlock()
+	met.ops.draining.Set(1)
+	stopAccept()
+	left := t.list()
+	res := DrainResult{Clients: len(left)}
+	for _, c := range left {
+		c.beginDrain()
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		left = slices.DeleteFunc(left, func(c liveClient) bool {
+			if c.inFlight() > 0 {
+				return false
+			}
+			if cancel := t.cancelOf(c); cancel != nil {
+				cancel()
+			}
+			return true
+		})
+		if len(left) == 0 {
+			return res
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	res.TimedOut = true
+	for _, c := range left {
+		res.Abandoned += c.inFlight()
+		if cancel := t.cancelOf(c); cancel != nil {
+			cancel()
+		}
+	}
+	met.ops.drainAbandoned.Add(float64(res.Abandoned))
+	return res
+}
+
+// acceptStall is how long the accept loop may take over one connection
+// request before the liveness probe calls it wedged. It only hands the
+// request to a goroutine (or rejects it), so anything near this is a hang.
+const acceptStall = 30 * time.Second
+
+// alive is the liveness probe: the accept loop is back in Accept (or
+// only just left it), and the table's and every client's call-path locks
+// can be taken within ctx.
+func (t *clientTable) alive(ctx context.Context, extra func(context.Context) error) error {
+	if b := t.acceptBusy.Load(); b != 0 && time.Since(time.Unix(0, b)) > acceptStall {
+		return fmt.Errorf("gateway: accept loop stuck for %v on one connection request", time.Since(time.Unix(0, b)).Round(time.Second))
+	}
+	done := make(chan []liveClient, 1)
+	go func() { done <- t.list() }()
+	var cs []liveClient
+	select {
+	case cs = <-done:
+	case <-ctx.Done():
+		return errors.New("gateway: client table lock not free")
+	}
+	for _, c := range cs {
+		if err := c.probe(ctx); err != nil {
+			return err
+		}
+	}
+	if extra != nil {
+		return extra(ctx)
+	}
+	return nil
+}
+
+// lockWithin takes and releases mu, failing if ctx ends first (the
+// goroutine left behind takes it whenever it is freed).
+func lockWithin(ctx context.Context, mu sync.Locker, what string) error {
+	done := make(chan struct{})
+	go func() {
+		mu.Lock()
+		mu.Unlock() //nolint:staticcheck // only whether it can be taken
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("gateway: %s: lock held past the liveness deadline", what)
+	}
+}
+
+// poolAlive takes and returns one small buffer of the registered pool.
+func poolAlive(p *rdmarpc.Pool) error {
+	if p == nil {
+		return nil
+	}
+	b, err := p.Get(64)
+	if err != nil {
+		return fmt.Errorf("gateway: liveness: pool: %w", err)
+	}
+	b.Release()
+	return nil
+}
+
+// status is the one-line status for systemd (STATUS=).
+func (t *clientTable) status() string {
+	cs := t.list()
+	calls := 0
+	for _, c := range cs {
+		calls += c.inFlight()
+	}
+	state := "serving"
+	if t.isDraining() {
+		state = "draining"
+	}
+	return fmt.Sprintf("%s: %d clients, %d calls in flight", state, len(cs), calls)
+}
+
+// opsMetrics are the series of drain and reload.
+type opsMetrics struct {
+	draining       prometheus.Gauge
+	drainAbandoned prometheus.Counter
+	reloads        *prometheus.CounterVec
+}
+
+func newOpsMetrics(f factory) *opsMetrics {
+	return &opsMetrics{
+		draining: f.gauge("rdmagw_draining", "1 while the gateway drains (SIGTERM or `rdmagw drain`): it accepts no new clients nor calls, and waits for the calls in flight up to shutdown.drain_timeout."),
+		drainAbandoned: f.counter("rdmagw_drain_abandoned_calls_total",
+			"Calls still unanswered when a drain reached shutdown.drain_timeout; their clients were disconnected and retransmit after reconnecting."),
+		reloads: f.counterVec("rdmagw_config_reloads_total",
+			"Configuration reloads (SIGHUP, systemctl reload), by result (applied; rejected: the file was invalid and nothing changed).", "result"),
+	}
+}
+
+// logDrain logs how a drain ended.
+func logDrain(log hclog.Logger, res DrainResult) {
+	if res.TimedOut {
+		log.Warn("drain deadline reached; disconnecting clients with calls in flight",
+			"clients", res.Clients, "abandoned_calls", res.Abandoned)
+		return
+	}
+	log.Info("drained: every call in flight answered", "clients", res.Clients)
+}

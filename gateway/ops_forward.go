@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"context"
+	"time"
+)
+
+// The forward gateway's side of ops.go: a session in the client table.
+
+func (s *session) info(now time.Time) SessionInfo {
+	si := SessionInfo{Peer: s.peer, Mode: "forward",
+		CreditsGranted: s.cfg.RDMA.Credits, CreditsInUse: s.rc.Outstanding(),
+		InlineRecv: int(s.cfg.RDMA.InlineRecv), InlineSend: s.rc.InlineSend(),
+		Backend: BackendConnInfo{Transport: "tcp", Client: s.peer}}
+	s.mu.Lock()
+	si.CallsInFlight = len(s.pending.byXID)
+	s.mu.Unlock()
+	s.ops.fill(&si, now)
+	if s.dialer != nil {
+		si.Backend.Remote = s.dialer.addr
+		if a := s.dialer.last.Load(); a != nil {
+			si.Backend.Local, si.Backend.Remote = a[0], a[1]
+		}
+	}
+	return si
+}
+
+func (s *session) beginDrain() { s.ops.draining.Store(true) }
+
+// inFlight counts calls the engine holds (with the backend or pulling
+// their Read chunks) and replies whose Send has not completed.
+func (s *session) inFlight() int { return s.rc.Outstanding() + s.rc.SendsInFlight() }
+
+func (s *session) probe(ctx context.Context) error {
+	return lockWithin(ctx, &s.mu, "session "+s.peer)
+}

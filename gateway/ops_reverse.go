@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// The reverse gateway's side of ops.go: a TCP client in the client
+// table, and the Drain, Sessions, Alive and Status of Reverse.
+
+// errDraining ends a client's reader when the gateway drains.
+var errDraining = errors.New("gateway: draining")
+
+func (c *revClient) info(now time.Time) SessionInfo {
+	si := SessionInfo{Peer: c.peer, Mode: "reverse", CallsInFlight: int(c.calls.Load()),
+		InlineRecv: int(c.r.cfg.RDMA.InlineRecv),
+		Backend:    BackendConnInfo{Transport: "rdma", Remote: c.r.backend, Client: c.peer}}
+	l := c.link
+	l.mu.Lock()
+	if l.conn != nil {
+		si.CreditsGranted, si.InlineSend = l.conn.Granted(), l.conn.InlineSend()
+		if a := l.conn.LocalAddr(); a != nil {
+			si.Backend.Local = a.String()
+		}
+		if a := l.conn.RemoteAddr(); a != nil {
+			si.Backend.Remote = a.String()
+		}
+	}
+	si.CreditsInUse = l.dataOut
+	l.mu.Unlock()
+	c.ops.fill(&si, now)
+	return si
+}
+
+// beginDrain stops the reader: calls already read go on, the rest stay
+// in the socket and the client sends them again after reconnecting.
+func (c *revClient) beginDrain() {
+	c.ops.draining.Store(true)
+	c.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+func (c *revClient) inFlight() int { return int(c.calls.Load()) }
+
+func (c *revClient) probe(ctx context.Context) error {
+	return lockWithin(ctx, &c.link.mu, "rdma link of "+c.peer)
+}
+
+// countingReader counts what a client sends.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (cr countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	cr.n.Add(uint64(n))
+	return n, err
+}
+
+// countRecord counts a reply record sent to a TCP client (its record
+// marks included, one per MaxFragmentLen).
+func (o *clientOps) countRecord(vec [][]byte) {
+	n := 0
+	for _, b := range vec {
+		n += len(b)
+	}
+	o.out.Add(uint64(n + 4 + n/(1<<31-1)*4))
+	o.touch(time.Now())
+}
+
+// Drain is Forward.Drain for TCP clients: the listener closes, each
+// client's reader stops, and the client is disconnected once its calls
+// at the RDMA server are answered (or at ctx's end).
+func (r *Reverse) Drain(ctx context.Context) DrainResult {
+	r.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(r.clients.list()))
+	res := r.clients.drain(ctx, func() { r.ln.Close() }, r.met.Metrics)
+	logDrain(r.log, res)
+	return res
+}
+
+// Sessions is the live view of the gateway's clients and RDMA
+// connections.
+func (r *Reverse) Sessions() Sessions {
+	return r.clients.snapshot(Sessions{Mode: "reverse", Listen: r.ln.Addr().String(), Backend: r.backend})
+}
+
+// Alive is the liveness probe behind the systemd watchdog (Forward.Alive).
+func (r *Reverse) Alive(ctx context.Context) error {
+	return r.clients.alive(ctx, func(context.Context) error { return poolAlive(r.pool) })
+}
+
+// Status is a one-line summary (clients, calls in flight) for systemd.
+func (r *Reverse) Status() string { return r.clients.status() }
+
+// Ready is closed once Serve accepts clients (every listener is up).
+func (r *Reverse) Ready() <-chan struct{} { return r.clients.readyChan() }

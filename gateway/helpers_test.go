@@ -123,6 +123,11 @@ type proxy struct {
 	// injectUnknown: before the next reply, send one with an XID no call has.
 	injectUnknown atomic.Bool
 	accepted      atomic.Int32
+
+	// gate, while closed (pause), keeps replies back, in order, until it
+	// opens again (ops_test.go): a slow backend.
+	gateMu sync.Mutex
+	gate   chan struct{} // nil or closed: open
 }
 
 func startProxy(t testing.TB, target string) *proxy {
@@ -190,6 +195,7 @@ func (p *proxy) replies(s, c net.Conn) {
 		if p.hold.Load() {
 			continue
 		}
+		p.waitGate()
 		if p.injectUnknown.CompareAndSwap(true, false) {
 			bogus := append([]byte(nil), rec...)
 			bogus[0] ^= 0x5a // another XID, same shape

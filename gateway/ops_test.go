@@ -4,108 +4,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
 
-// gate sits between the gateway and the NFS server and, while closed,
-// holds the server's replies (in order) until it opens: a slow backend
-// whose calls stay in flight as long as the test wants.
-type gate struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	open   chan struct{} // closed while the gate is open
-	conns  []net.Conn
-}
-
-func startGate(t testing.TB, target string) *gate {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{ln: ln, target: target, open: make(chan struct{})}
-	close(g.open)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			g.mu.Lock()
-			g.conns = append(g.conns, c, s)
-			g.mu.Unlock()
-			go func() { io.Copy(s, c); s.Close() }()
-			go g.replies(s, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		g.set(true)
-		g.mu.Lock()
-		for _, c := range g.conns {
-			c.Close()
-		}
-		g.mu.Unlock()
-	})
-	return g
-}
-
-func (g *gate) addr() string { return g.ln.Addr().String() }
-
-// set opens or closes the gate.
-func (g *gate) set(open bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	select {
-	case <-g.open:
-		if !open {
-			g.open = make(chan struct{})
-		}
-	default:
-		if open {
-			close(g.open)
-		}
+// pause closes (true) or opens (false) the proxy's reply gate.
+func (p *proxy) pause(on bool) {
+	p.gateMu.Lock()
+	defer p.gateMu.Unlock()
+	switch {
+	case on && p.gate == nil:
+		p.gate = make(chan struct{})
+	case !on && p.gate != nil:
+		close(p.gate)
+		p.gate = nil
 	}
 }
 
-func (g *gate) wait() {
-	g.mu.Lock()
-	ch := g.open
-	g.mu.Unlock()
-	<-ch
-}
-
-func (g *gate) replies(s, c net.Conn) {
-	defer c.Close()
-	rr := tcprpc.NewRecordReader(s, nil)
-	rw := tcprpc.NewRecordWriter(c, nil)
-	var buf []byte
-	for {
-		rec, err := rr.ReadRecord(buf[:0])
-		if err != nil {
-			return
-		}
-		buf = rec
-		g.wait()
-		if rw.WriteRecord(rec, nil, nil) != nil {
-			return
-		}
+func (p *proxy) waitGate() {
+	p.gateMu.Lock()
+	ch := p.gate
+	p.gateMu.Unlock()
+	if ch != nil {
+		<-ch
 	}
 }
 
@@ -120,11 +46,12 @@ func sessionsOf(t *testing.T, list func() gateway.Sessions, n int, what string) 
 	return s.Clients
 }
 
-// forwardWithFile starts ganesha behind a gate and a forward gateway, and
+// forwardWithFile starts ganesha behind a proxy and a forward gateway, and
 // writes a verified file through it.
-func forwardWithFile(t *testing.T, data []byte) (*gate, *gateway.Forward, *nfs3, []byte) {
+func forwardWithFile(t *testing.T, data []byte) (*proxy, *gateway.Forward, *nfs3, []byte) {
 	g := nfstest.StartGanesha(t)
-	gt := startGate(t, g.NFSAddr)
+	gt := startProxy(t, g.NFSAddr)
+	t.Cleanup(func() { gt.pause(false) })
 	gw := startGateway(t, gt.addr(), nil)
 	c := dialRDMA(t, gw.Addr().String())
 	n := &nfs3{c: c, t: t}
@@ -179,7 +106,7 @@ func TestForwardDrainAnswersCallsInFlight(t *testing.T) {
 		t.Errorf("session before drain: %+v, want bytes out >= %d", cl, len(data))
 	}
 
-	gt.set(false)
+	gt.pause(true)
 	const calls = 4
 	var replies []chan []byte
 	for i := range calls {
@@ -205,7 +132,7 @@ func TestForwardDrainAnswersCallsInFlight(t *testing.T) {
 		t.Fatalf("drain ended with calls still held at the backend: %+v", res)
 	case <-time.After(200 * time.Millisecond):
 	}
-	gt.set(true)
+	gt.pause(false)
 	for i, ch := range replies {
 		rep := <-ch
 		if rep == nil {
@@ -234,7 +161,7 @@ func TestForwardDrainAnswersCallsInFlight(t *testing.T) {
 func TestForwardDrainDeadlineAbandons(t *testing.T) {
 	data := pattern(64<<10, 3)
 	gt, gw, n, fh := forwardWithFile(t, data)
-	gt.set(false)
+	gt.pause(true)
 	rep := readAsync(n, fh, 0, 4096)
 	waitFor(t, 10*time.Second, "a call in flight", func() bool {
 		s := gw.Sessions()

@@ -3,29 +3,47 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/xdr"
 )
 
 // runBackend keeps the session's backend connection alive: it runs a
-// writer and a reader on each connection, and when either fails, closes
-// it, reconnects with exponential backoff (from the same local port where
-// the OS allows) and re-queues every call still waiting for a reply. If
-// the backend stays unreachable for give_up_after, it disconnects the RDMA
-// client. It returns when ctx ends (the client is gone) or after giving up.
+// writer, a reader and a watchdog (NULL pings, watchBackend) on each
+// connection, and when one fails, closes it, reconnects with exponential
+// backoff and jitter (from the same local port where the OS allows) and
+// re-queues every call still waiting for a reply. A failure episode
+// starts at the first failure of any kind (a refused dial, a broken or
+// hung connection, a reply that cannot be carried); it ends when a
+// connection has carried a reply and lived reconnect_backoff_max. If an
+// episode lasts give_up_after, the RDMA client is disconnected. It
+// returns when ctx ends (the client is gone) or after giving up.
 func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendDialer) {
+	b := &s.cfg.Backend
 	for {
+		up := time.Now()
 		err := s.serveBackend(ctx, conn)
 		if ctx.Err() != nil {
 			return
+		}
+		now := time.Now()
+		if s.be.gotReply.Load() && now.Sub(up) >= b.ReconnectMax {
+			s.be.failures, s.be.since = 0, time.Time{} // the last episode is over
+		}
+		if s.be.since.IsZero() {
+			s.be.since = now
 		}
 		s.log.Warn("backend connection lost; reconnecting", "peer", s.peer,
 			"backend", d.addr, "local", localAddr(conn), "error", err)
@@ -41,17 +59,51 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 	}
 }
 
-// reconnect dials until it succeeds, ctx ends, or give_up_after has passed
-// since the failure; then it disconnects the client and returns nil.
+// beState is a session's backend connection health. The backend loop
+// (runBackend, reconnect) owns failures and since; the ping fields are
+// guarded by the session's mutex.
+type beState struct {
+	failures int       // failures in the current episode: each doubles the next wait
+	since    time.Time // the episode's first failure; zero while healthy
+
+	// Per connection, reset by serveBackend.
+	gotReply atomic.Bool  // a reply to a call or a ping arrived
+	lastRecv atomic.Int64 // when the last record from the server started (Unix ns)
+
+	pingDue  bool   // the writer is to send a NULL ping
+	pingOut  bool   // a ping is on the wire, unanswered
+	pingXID  uint32 // its XID, unlike any outstanding call's
+	pingProg uint32 // the program and version of the last call sent
+	pingVers uint32 // (writer only)
+}
+
+// maxReplyBreaks: a call during whose reply the backend connection broke
+// this many times is answered SYSTEM_ERR instead of being sent again.
+const maxReplyBreaks = 3
+
+// reconnect waits out the backoff, dials, and repeats until a dial
+// succeeds, ctx ends, or the failure episode has lasted give_up_after;
+// then it disconnects the client and returns nil.
 func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn {
 	b := &s.cfg.Backend
-	deadline := time.Now().Add(b.GiveUpAfter)
-	wait := b.ReconnectInitial
-	timer := time.NewTimer(0)
+	deadline := s.be.since.Add(b.GiveUpAfter)
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	<-timer.C
+	var err error
 	for attempt := 1; ; attempt++ {
-		conn, err := d.dial(ctx)
+		left := time.Until(deadline)
+		if left <= 0 {
+			s.giveUpBackend(d, attempt-1, err)
+			return nil
+		}
+		timer.Reset(min(s.nextBackoff(), left))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil
+		}
+		var conn *net.TCPConn
+		conn, err = d.dial(ctx)
 		if err == nil {
 			return conn
 		}
@@ -59,24 +111,33 @@ func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn 
 			return nil
 		}
 		s.met.backendError("connect")
-		left := time.Until(deadline)
-		if left <= 0 {
-			s.giveUp = true
-			s.met.giveUps.Inc()
-			s.log.Error("backend unreachable; giving up and disconnecting the client", "peer", s.peer,
-				"backend", d.addr, "attempts", attempt, "give_up_after", b.GiveUpAfter, "error", err)
-			s.rc.Close()
-			return nil
-		}
-		s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "retry_in", wait, "error", err)
-		timer.Reset(min(wait, left))
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil
-		}
-		wait = min(2*wait, b.ReconnectMax)
+		s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "error", err)
 	}
+}
+
+// nextBackoff is the wait before the next dial: reconnect_backoff_initial
+// doubled per failure of the episode, capped at reconnect_backoff_max,
+// with "equal jitter" (a uniform draw from its upper half) so that the
+// sessions of many clients do not redial in step.
+func (s *session) nextBackoff() time.Duration {
+	b := &s.cfg.Backend
+	d := b.ReconnectMax
+	if s.be.failures < 32 {
+		d = min(b.ReconnectInitial<<s.be.failures, b.ReconnectMax)
+	}
+	s.be.failures++
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// giveUpBackend disconnects the client after give_up_after of failures.
+func (s *session) giveUpBackend(d *backendDialer, dials int, err error) {
+	s.giveUp = true
+	s.met.giveUps.Inc()
+	s.log.Error("backend failing for give_up_after; giving up and disconnecting the client", "peer", s.peer,
+		"backend", d.addr, "failing_since", s.be.since.Format(time.RFC3339Nano), "failed_dials", dials,
+		"give_up_after", s.cfg.Backend.GiveUpAfter, "error", err)
+	s.rc.Close()
 }
 
 // requeueAll makes the writer send every outstanding call again, in the
@@ -98,9 +159,14 @@ func (s *session) requeueAll() int {
 	return len(s.sendQ)
 }
 
-// serveBackend runs the writer and the reader on conn until one fails or
-// ctx ends; it closes conn and returns the first error.
+// serveBackend runs the writer, the reader and the watchdog on conn
+// until one fails or ctx ends; it closes conn and returns the first error.
 func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
+	s.be.gotReply.Store(false)
+	s.be.lastRecv.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.be.pingDue, s.be.pingOut = false, false
+	s.mu.Unlock()
 	done := make(chan struct{})
 	var once sync.Once
 	var first error
@@ -112,7 +178,7 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		})
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		stop(s.writeCalls(conn, done))
@@ -121,6 +187,12 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		defer wg.Done()
 		stop(s.readReplies(conn, done))
 	}()
+	go func() {
+		defer wg.Done()
+		if err := s.watchBackend(done); err != nil {
+			stop(err)
+		}
+	}()
 	select {
 	case <-ctx.Done():
 		stop(ctx.Err())
@@ -128,6 +200,185 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// errBackendSilent: a ping went unanswered for ping_timeout.
+var errBackendSilent = errors.New("backend silent: NULL ping unanswered within backend.ping_timeout")
+
+// watchBackend pings a connection from which nothing arrived for
+// ping_interval, whether idle or with calls outstanding, and returns
+// errBackendSilent when nothing arrives within ping_timeout of a ping
+// being queued (a hung server, or one stalled inside a reply). It
+// returns nil when done closes.
+func (s *session) watchBackend(done <-chan struct{}) error {
+	iv, to := s.cfg.Backend.PingInterval, s.cfg.Backend.PingTimeout
+	if iv <= 0 {
+		return nil
+	}
+	t := time.NewTimer(iv)
+	defer t.Stop()
+	var pingAt time.Time // when the unanswered ping was queued
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+		}
+		now := time.Now()
+		last := time.Unix(0, s.be.lastRecv.Load())
+		if !pingAt.IsZero() && last.After(pingAt) {
+			pingAt = time.Time{} // the server spoke
+		}
+		switch {
+		case pingAt.IsZero() && now.Sub(last) >= iv:
+			pingAt = now
+			s.mu.Lock()
+			s.be.pingDue = true
+			s.mu.Unlock()
+			s.wakeWriter()
+			t.Reset(to)
+		case pingAt.IsZero():
+			t.Reset(iv - now.Sub(last))
+		case now.Sub(pingAt) >= to:
+			s.met.be.pingTimeout.Inc()
+			s.met.backendError("ping_timeout")
+			s.log.Warn("backend silent: NULL ping unanswered; reconnecting", "peer", s.peer,
+				"silent_for", now.Sub(last).Round(time.Millisecond), "ping_timeout", to)
+			return errBackendSilent
+		default:
+			t.Reset(to - now.Sub(pingAt))
+		}
+	}
+}
+
+// wakeWriter tells the backend writer there is work.
+func (s *session) wakeWriter() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writePing sends the NULL ping the watchdog asked for, if any (writer).
+func (s *session) writePing(rw *tcprpc.RecordWriter, buf []byte) error {
+	s.mu.Lock()
+	if !s.be.pingDue {
+		s.mu.Unlock()
+		return nil
+	}
+	s.be.pingDue = false
+	xid := rand.Uint32()
+	for s.pending.byXID[xid] != nil {
+		xid++
+	}
+	s.be.pingXID, s.be.pingOut = xid, true
+	s.mu.Unlock()
+	prog, vers := s.be.pingProg, s.be.pingVers
+	if prog == 0 {
+		prog, vers = ulb.ProgNFS, 3
+	}
+	h := tcprpc.CallHeader{XID: xid, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: 0,
+		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	e := xdr.NewEncoder(buf)
+	if err := h.Encode(&e); err != nil {
+		return fmt.Errorf("encode ping: %w", err)
+	}
+	if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
+		s.met.backendError("write")
+		return fmt.Errorf("write ping: %w", err)
+	}
+	return nil
+}
+
+// pingReply reports whether xid answers the outstanding ping (reader).
+func (s *session) pingReply(xid uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.be.pingOut || xid != s.be.pingXID || s.pending.byXID[xid] != nil {
+		return false
+	}
+	s.be.pingOut = false
+	s.met.be.pingOK.Inc()
+	return true
+}
+
+// failCall answers pc with SYSTEM_ERR instead of its reply, which the
+// gateway cannot carry (RFC 5531: the server could not process the
+// call): an NFS status would need a per-procedure result body, and the
+// Linux client turns SYSTEM_ERR into EIO for that one call. The call is
+// not sent again. Reader only.
+func (s *session) failCall(pc *pendingCall, reason string, cause error) {
+	s.mu.Lock()
+	if s.pending.byXID[pc.xid] != pc {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.pending.byXID, pc.xid)
+	s.mu.Unlock()
+	for pc.writing.Load() {
+		runtime.Gosched() // the writer is returning from the writev that sent this call
+	}
+	pc.reply.ReleaseBuffers()
+	pc.reply.Reset()
+	s.met.be.failed.WithLabelValues(reason).Inc()
+	s.log.Warn("backend reply cannot be carried; call answered SYSTEM_ERR", "peer", s.peer, "xid", pc.xid,
+		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", reason, "error", cause)
+	rh := tcprpc.SystemErrReply(pc.xid)
+	if err := s.replyWithHeader(pc.call, &rh); err != nil {
+		s.log.Debug("SYSTEM_ERR not sent", "peer", s.peer, "xid", pc.xid, "error", err)
+		s.drop(pc.call, "client_gone")
+	} else {
+		s.met.observe(s.met.callLatency, pc.received)
+		pc.stats.reply(s.met, statusSystemErr).Inc()
+	}
+	s.mu.Lock()
+	s.pending.put(pc)
+	s.mu.Unlock()
+}
+
+// sentCall returns the outstanding call xid answers, nil if none (or if
+// it has not been sent on this connection).
+func (s *session) sentCall(xid uint32) (*pendingCall, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.pending.byXID[xid]
+	if pc == nil || pc.sent.IsZero() {
+		return nil, time.Time{}
+	}
+	return pc, pc.sent
+}
+
+// replyTooLarge handles a record refused at its first header for being
+// above max_reply_bytes: the call it answers (its XID follows the
+// header, if already read) is failed so that it is not sent again.
+func (s *session) replyTooLarge(rr *tcprpc.RecordReader, err error) {
+	var fe *tcprpc.FrameError
+	if !errors.As(err, &fe) || fe.Err != tcprpc.ErrRecordTooLarge || fe.Fragment != 0 {
+		return
+	}
+	if u := rr.Unread(); len(u) >= 8 {
+		if pc, _ := s.sentCall(binary.BigEndian.Uint32(u[4:])); pc != nil {
+			s.failCall(pc, failTooLarge, err)
+		}
+	}
+}
+
+// replyBroken handles a connection that failed inside pc's reply: a
+// record too large fails the call at once; a connection broken there
+// maxReplyBreaks times fails it too (re-sending it breaks it again).
+func (s *session) replyBroken(pc *pendingCall, done <-chan struct{}, err error) {
+	if errors.Is(err, tcprpc.ErrRecordTooLarge) {
+		s.failCall(pc, failTooLarge, err)
+		return
+	}
+	select {
+	case <-done:
+		return // closed by the gateway (writer failure, silent backend)
+	default:
+	}
+	if pc.breaks++; pc.breaks >= maxReplyBreaks {
+		s.failCall(pc, failBroken, err)
+	}
 }
 
 // maxReplyHeader is the longest RPC reply header: five words, a verifier
@@ -140,6 +391,7 @@ const maxReplyHeader = 7*4 + 4 + tcprpc.MaxAuthBytes
 func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 	rw := tcprpc.NewRecordWriter(conn, nil)
 	vec := make([][]byte, 0, 16)
+	var ping [maxCallHeader]byte
 	for {
 		select {
 		case <-s.wake:
@@ -156,6 +408,7 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		s.mu.Unlock()
 		for i, pc := range batch {
 			pc.writing.Store(true)
+			s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
 			vec = pc.call.Msg.AppendVec(vec[:0])
 			err := rw.WriteRecordv(vec)
 			pc.writing.Store(false)
@@ -171,6 +424,9 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		s.giveBackBatch(batch)
 		if err := s.writeBackchannelReplies(rw); err != nil {
 			return fmt.Errorf("write callback reply: %w", err)
+		}
+		if err := s.writePing(rw, ping[:]); err != nil {
+			return err
 		}
 	}
 }
@@ -200,11 +456,18 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 				return errors.New("backend closed the connection")
 			}
 			s.met.backendError("read")
+			s.replyTooLarge(rr, err)
 			return fmt.Errorf("read reply: %w", err)
 		}
+		s.be.lastRecv.Store(time.Now().UnixNano())
 		head, err := rr.Peek(maxReplyHeader)
 		if err != nil && err != io.EOF {
 			s.met.backendError("read")
+			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
+				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
+					s.replyBroken(pc, done, err)
+				}
+			}
 			return fmt.Errorf("read reply: %w", err)
 		}
 		if len(head) < 4 {
@@ -221,14 +484,12 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			continue
 		}
 		hdrLen, herr := rh.Decode(head)
-		s.mu.Lock()
-		pc := s.pending.byXID[rh.XID]
-		var sent time.Time
-		if pc != nil {
-			sent = pc.sent
+		pc, sent := s.sentCall(rh.XID)
+		if pc == nil && s.pingReply(rh.XID) {
+			s.be.gotReply.Store(true)
+			continue
 		}
-		s.mu.Unlock()
-		if pc == nil || sent.IsZero() {
+		if pc == nil {
 			s.met.unknownXID.Inc()
 			s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
 			continue
@@ -250,8 +511,10 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 				return err
 			}
 			s.met.backendError("read")
+			s.replyBroken(pc, done, err)
 			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
 		}
+		s.be.gotReply.Store(true)
 		if rb.fallback {
 			s.met.ddpFallbacks.Inc()
 			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,

@@ -79,6 +79,14 @@ type BackendConfig struct {
 	GiveUpAfter        time.Duration `yaml:"give_up_after"`
 	// MaxReplyBytes bounds one reply record from the server (forward).
 	MaxReplyBytes ByteSize `yaml:"max_reply_bytes"`
+	// PingInterval (forward): a backend connection from which nothing
+	// arrived for this long (idle, or calls outstanding without reply) is
+	// checked with an RPC NULL call; 0 turns the pings off.
+	PingInterval time.Duration `yaml:"ping_interval"`
+	// PingTimeout (forward): a ping with no byte from the server within
+	// this long counts the connection hung: it is closed and re-established
+	// like a failed one.
+	PingTimeout time.Duration `yaml:"ping_timeout"`
 }
 
 // ReverseConfig tunes reverse mode (TCP clients → RDMA server).
@@ -170,6 +178,8 @@ const (
 	DefaultReconnectInit  = 100 * time.Millisecond
 	DefaultReconnectMax   = 5 * time.Second
 	DefaultGiveUpAfter    = 60 * time.Second
+	DefaultBackendPing    = 10 * time.Second
+	DefaultBackendPingTO  = 10 * time.Second
 	PolicyPerClient       = "per_client"
 )
 
@@ -211,6 +221,8 @@ func DefaultConfig() Config {
 			ReconnectMax:     DefaultReconnectMax,
 			GiveUpAfter:      DefaultGiveUpAfter,
 			MaxReplyBytes:    ByteSize(defaultMaxReply),
+			PingInterval:     DefaultBackendPing,
+			PingTimeout:      DefaultBackendPingTO,
 		},
 		RDMA: RDMAConfig{
 			Credits:             DefaultCredits,

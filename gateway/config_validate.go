@@ -71,6 +71,12 @@ func (c *Config) Validate() error {
 		bad("backend.reconnect_backoff_max", "must be at least reconnect_backoff_initial (%v < %v)", b.ReconnectMax, b.ReconnectInitial)
 	}
 	checkDuration(bad, "backend.give_up_after", b.GiveUpAfter, 0)
+	if b.PingInterval < 0 {
+		bad("backend.ping_interval", "must not be negative (0 turns the pings off; got %v)", b.PingInterval)
+	}
+	if b.PingInterval > 0 {
+		checkDuration(bad, "backend.ping_timeout", b.PingTimeout, 0)
+	}
 	if b.ConnectionPolicy != PolicyPerClient {
 		bad("backend.connection_policy", `must be %q (got %q)`, PolicyPerClient, b.ConnectionPolicy)
 	}

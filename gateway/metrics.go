@@ -67,6 +67,7 @@ type Metrics struct {
 	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
 
 	ops *opsMetrics // drain and reload (ops.go)
+	be  *beMetrics  // backend connection health (backend_metrics.go)
 }
 
 // procKey names one procedure of one program version.
@@ -174,10 +175,13 @@ func NewMetricsFor(mode string) *Metrics {
 	m.callsDropped = f.counterVec("rdmagw_calls_dropped_total",
 		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway; draining: arrived while the gateway drains, not forwarded, sent again by the client after reconnecting).", "reason")
 	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
-	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; lost: an established RDMA backend connection ended, reverse mode).", "where")
+	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
 	m.bc = newBCMetrics(f, mode)
 	m.ops = newOpsMetrics(f)
+	if mode == "forward" { // reverse mode has its own backend series (reverse_metrics.go)
+		m.be = newBEMetrics(f)
+	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

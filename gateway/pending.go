@@ -18,8 +18,11 @@ type pendingCall struct {
 	// ddp: the reply's READ/READLINK results may be placed in chunks. Off
 	// for RPCSEC_GSS integrity/privacy, whose bodies are checksummed or
 	// encrypted as a whole and must stay inline.
-	ddp      bool
-	seq      uint64 // arrival order: calls are re-sent in it after a reconnect
+	ddp bool
+	seq uint64 // arrival order: calls are re-sent in it after a reconnect
+	// breaks counts the backend connections that broke inside this call's
+	// reply (backend reader): at maxReplyBreaks it is answered SYSTEM_ERR.
+	breaks   uint8
 	received time.Time
 	sent     time.Time
 	stats    *procCounters
@@ -60,7 +63,7 @@ func (t *pendingTable) get() *pendingCall {
 func (t *pendingTable) put(pc *pendingCall) {
 	pc.reply.Reset()
 	pc.call, pc.stats, pc.sent, pc.received = nil, nil, time.Time{}, time.Time{}
-	pc.xid, pc.prog, pc.vers, pc.proc, pc.ddp, pc.seq = 0, 0, 0, 0, false, 0
+	pc.xid, pc.prog, pc.vers, pc.proc, pc.ddp, pc.seq, pc.breaks = 0, 0, 0, 0, false, 0, 0
 	pc.next = t.free
 	t.free = pc
 }

@@ -47,6 +47,7 @@ type session struct {
 
 	ops    *clientOps     // live view and drain (ops.go, ops_forward.go)
 	dialer *backendDialer // the backend connection's addresses, for the live view
+	be     beState        // backend connection health (backend.go)
 }
 
 // maxCallHeader is the longest RPC call header: six words and two opaque

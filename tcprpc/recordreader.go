@@ -464,3 +464,10 @@ func (rr *RecordReader) Buffered() int { return rr.w - rr.r }
 
 // Records is the number of records started on the stream so far.
 func (rr *RecordReader) Records() int64 { return rr.records }
+
+// Unread returns the stream bytes read ahead but not yet consumed, valid
+// until the next call on rr. After Next fails with a FrameError at a
+// record's first fragment header, they start with that header: the caller
+// can still see the beginning of the refused record (an RPC reply's XID)
+// to report which call it answered.
+func (rr *RecordReader) Unread() []byte { return rr.buf[rr.r:rr.w] }

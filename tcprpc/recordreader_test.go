@@ -458,3 +458,17 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	c.b = c.b[n:]
 	return n, nil
 }
+
+// After a record refused at its first header, Unread still shows the
+// header and the start of the record behind it.
+func TestRecordReaderUnreadAfterTooLarge(t *testing.T) {
+	stream := frag(true, seq(0, 2000))
+	rr := NewRecordReader(bytes.NewReader(stream), &ReaderConfig{MaxRecord: 1000})
+	if err := rr.Next(); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("Next = %v; want ErrRecordTooLarge", err)
+	}
+	u := rr.Unread()
+	if len(u) < 8 || !bytes.Equal(u[:8], stream[:8]) {
+		t.Fatalf("Unread = %x...; want the refused header and data %x", u[:min(len(u), 8)], stream[:8])
+	}
+}

@@ -54,6 +54,9 @@ type Server struct {
 	Export    string // the v3 mount path / v4 pseudo path ("/vfs")
 	Dir       string // the exported directory on the local file system
 	Log       string // ganesha's log file
+	// Pid is the ganesha process, for tests that stop it (SIGSTOP);
+	// 0 for a server the test did not start.
+	Pid int
 
 	attempts int // servers started to get this one (see Start)
 }
@@ -200,6 +203,7 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if up() {
+			s.Pid = cmd.Process.Pid
 			return s, func() { _ = cmd.Process.Kill(); <-exited }, ""
 		}
 		select {

@@ -1,0 +1,33 @@
+package gateway
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// beMetrics are the forward gateway's backend connection health counters
+// (backend.go, sessions kept across client reconnects in park.go).
+type beMetrics struct {
+	pingOK, pingTimeout prometheus.Counter
+	failed              *prometheus.CounterVec
+	kept                prometheus.Counter
+	parked              prometheus.Gauge
+}
+
+// Reasons of rdmagw_backend_calls_failed_total.
+const (
+	failTooLarge = "reply_too_large" // record above backend.max_reply_bytes
+	failBroken   = "reply_broken"    // the connection broke inside this call's reply maxReplyBreaks times
+)
+
+func newBEMetrics(f factory) *beMetrics {
+	m := &beMetrics{}
+	pings := f.counterVec("rdmagw_backend_pings_total",
+		"NULL pings sent on a backend TCP connection that was silent for backend.ping_interval, by result (ok; timeout: nothing from the server within backend.ping_timeout, the connection was closed and re-established).", "result")
+	m.pingOK = pings.WithLabelValues("ok")
+	m.pingTimeout = pings.WithLabelValues("timeout")
+	m.failed = f.counterVec("rdmagw_backend_calls_failed_total",
+		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts).", "reason")
+	m.kept = f.counter("rdmagw_backend_connections_kept_total",
+		"Backend connections handed to a client that reconnected from the same address within backend.reconnect_grace (same source port: the server's duplicate request cache recognises its retransmissions).")
+	m.parked = f.gauge("rdmagw_backend_connections_parked",
+		"Backend connections kept open for a disconnected client for backend.reconnect_grace.")
+	return m
+}

@@ -308,15 +308,8 @@ func (s *session) pingReply(xid uint32) bool {
 // Linux client turns SYSTEM_ERR into EIO for that one call. The call is
 // not sent again. Reader only.
 func (s *session) failCall(pc *pendingCall, reason string, cause error) {
-	s.mu.Lock()
-	if s.pending.byXID[pc.xid] != pc {
-		s.mu.Unlock()
+	if !s.takeAnswered(pc) {
 		return
-	}
-	delete(s.pending.byXID, pc.xid)
-	s.mu.Unlock()
-	for pc.writing.Load() {
-		runtime.Gosched() // the writer is returning from the writev that sent this call
 	}
 	pc.reply.ReleaseBuffers()
 	pc.reply.Reset()
@@ -334,6 +327,24 @@ func (s *session) failCall(pc *pendingCall, reason string, cause error) {
 	s.mu.Lock()
 	s.pending.put(pc)
 	s.mu.Unlock()
+}
+
+// takeAnswered removes pc, about to be answered, from the pending table
+// and waits until the writer has returned from the writev that sent it
+// (the reply can arrive first, and answering hands the call's buffers
+// back to the engine). False if pc is no longer outstanding.
+func (s *session) takeAnswered(pc *pendingCall) bool {
+	s.mu.Lock()
+	if s.pending.byXID[pc.xid] != pc {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.pending.byXID, pc.xid)
+	s.mu.Unlock()
+	for pc.writing.Load() {
+		runtime.Gosched()
+	}
+	return true
 }
 
 // sentCall returns the outstanding call xid answers, nil if none (or if

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"sync"
 	"time"
 
@@ -189,19 +188,11 @@ func (s *session) getPending() *pendingCall {
 // tearing down (then the reply is discarded and the call dropped by
 // teardown). It is called by the backend reader.
 func (s *session) deliver(pc *pendingCall, st replyStatus) {
-	s.mu.Lock()
-	if s.pending.byXID[pc.xid] != pc {
+	if !s.takeAnswered(pc) {
 		// Not ours any more (cannot happen while the reader runs).
-		s.mu.Unlock()
 		pc.reply.ReleaseBuffers()
 		return
 	}
-	delete(s.pending.byXID, pc.xid)
-	s.mu.Unlock()
-	for pc.writing.Load() {
-		runtime.Gosched() // the writer is returning from the writev that sent this call
-	}
-
 	s.ops.touch(time.Now())
 	s.met.observe(s.met.callLatency, pc.received)
 	pc.stats.reply(s.met, st).Inc()

@@ -32,7 +32,16 @@ func TestReverseSessionsAndDrain(t *testing.T) {
 	if err != nil || !bytes.Equal(rep, rpcAccepted(0x1000, nil)) {
 		t.Fatalf("NULL reply %x, %v", rep, err)
 	}
-	cl := sessionsOf(t, r.Sessions, 1, "one client")[0]
+	sessionsOf(t, r.Sessions, 1, "one client")
+	// The reply is counted once written: the client may read it first.
+	var cl gateway.SessionInfo
+	waitFor(t, 10*time.Second, "the reply's bytes to be counted", func() bool {
+		s := r.Sessions()
+		if len(s.Clients) == 1 {
+			cl = s.Clients[0]
+		}
+		return cl.BytesOut > 0
+	})
 	if cl.Mode != "reverse" || cl.BytesIn != uint64(4+len(null)) || cl.BytesOut != uint64(4+len(rep)) {
 		t.Errorf("bytes in %d out %d, want %d and %d", cl.BytesIn, cl.BytesOut, 4+len(null), 4+len(rep))
 	}
@@ -56,7 +65,10 @@ func TestReverseSessionsAndDrain(t *testing.T) {
 		defer cancel()
 		drained <- r.Drain(ctx)
 	}()
-	waitFor(t, 10*time.Second, "the drain to start", func() bool { return r.Sessions().Draining })
+	waitFor(t, 10*time.Second, "the client to be draining", func() bool {
+		s := r.Sessions()
+		return len(s.Clients) == 1 && s.Clients[0].Draining
+	})
 	// A call sent during the drain is not forwarded.
 	if err := c.send(encodeCall(0x2003, 100003, 3, 1, make([]byte, 8))); err != nil {
 		t.Fatal(err)
@@ -100,7 +112,11 @@ func TestReverseSessionsAndDrain(t *testing.T) {
 
 func TestReverseDrainDeadline(t *testing.T) {
 	srv := startFakeServer(t, 32, func(c *fakeCall) (fakeAction, []byte) { return fakeIgnore, nil })
-	r := startReverse(t, srv.addr(), nil)
+	// The abandoned call's RDMA connection is given up by the ping (its
+	// registered memory stays exposed until then): keep that short.
+	r := startReverse(t, srv.addr(), func(c *gateway.Config) {
+		c.Reverse.PingInterval, c.Reverse.PingTimeout = 100*time.Millisecond, 300*time.Millisecond
+	})
 	c := dialRaw(t, r.Addr().String())
 	if err := c.send(encodeCall(0x3001, 100003, 3, 1, make([]byte, 8))); err != nil {
 		t.Fatal(err)

@@ -156,6 +156,11 @@ func (c *revClient) readCalls() error {
 			c.free <- s
 			continue
 		}
+		if c.ops.draining.Load() { // read as the drain began: not forwarded
+			s.releaseItems()
+			c.free <- s
+			return errDraining
+		}
 		c.busy.Add(1)
 		c.calls.Add(1)
 		c.ops.touch(s.received)

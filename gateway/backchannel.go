@@ -135,21 +135,20 @@ type bcMetrics struct {
 	errs    *prometheus.CounterVec
 }
 
-// newBCMetrics registers the backchannel metrics (NewMetricsFor). In
-// forward mode every reason of the error counter starts at 0, so rates
-// and alerts see the series before the first error; reverse mode has no
-// backchannel and exports only the two zero counters.
-func newBCMetrics(f factory, mode string) *bcMetrics {
+// newBCMetrics registers the backchannel metrics (NewMetricsFor). Every
+// reason of the error counter starts at 0, so rates and alerts see the
+// series before the first error. Both modes relay callbacks: forward mode
+// from the TCP server to RDMA clients (this file), reverse mode from the
+// RDMA server to TCP clients (reverse_backchannel.go).
+func newBCMetrics(f factory) *bcMetrics {
 	b := &bcMetrics{
-		calls:   f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the backend connection) forwarded to RDMA clients as backward-direction calls."),
-		replies: f.counter("rdmagw_backchannel_replies_total", "Backward-direction replies received from RDMA clients (callback replies), forwarded to the NFS server."),
+		calls:   f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the client's bound connection) relayed to the client: forward mode as backward-direction RPC-over-RDMA calls, reverse mode as RPC calls on the client's TCP connection."),
+		replies: f.counter("rdmagw_backchannel_replies_total", "Callback replies relayed from the client to the NFS server (forward mode: received from RDMA clients; reverse mode: sent to the RDMA server as backward-direction replies)."),
 		errs: f.counterVec("rdmagw_backchannel_errors_total",
-			"Callbacks not delivered and backchannel messages dropped, by reason (too_big: larger than the client's inline receive size; no_credit: the client's backchannel credits and the queue were full; client_gone: the client connection ended first; unmatched: a backward reply for no outstanding callback; timeout: no reply in backchannel.timeout; disabled: the backchannel is off).", "reason"),
+			"Callbacks not delivered and backchannel messages dropped, by reason (too_big: larger than the receiver's inline size; no_credit: the backchannel credits (and in forward mode the queue) were full; client_gone: the client connection ended first; unmatched: a callback reply for no outstanding callback; timeout: no reply in backchannel.timeout; disabled: the backchannel is off).", "reason"),
 	}
-	if mode == "forward" {
-		for _, r := range bcErrorReasons {
-			b.errs.WithLabelValues(r)
-		}
+	for _, r := range bcErrorReasons {
+		b.errs.WithLabelValues(r)
 	}
 	return b
 }
@@ -212,30 +211,12 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 	if s.bc.q == nil || limit <= 0 {
 		limit = 0
 	}
-	buf := make([]byte, 0, min(limit+1, 64<<10))
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > limit {
-				break
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := rr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			s.met.backendError("read")
-			return err
-		}
+	buf, whole, err := readRecordUpTo(rr, limit)
+	if err != nil {
+		s.met.backendError("read")
+		return err
 	}
-	if len(buf) > limit {
-		// Skip the rest of the record.
-		if _, err := io.Copy(io.Discard, rr); err != nil {
-			s.met.backendError("read")
-			return err
-		}
+	if !whole {
 		reason := "too_big"
 		if s.bc.q == nil {
 			reason = "disabled"
@@ -256,22 +237,61 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 	return nil
 }
 
+// readRecordUpTo reads the rest of the current record of rr into a new
+// buffer if it holds at most limit bytes (whole); a longer record is
+// skipped to its end and whole is false. The error is the connection's.
+func readRecordUpTo(rr *tcprpc.RecordReader, limit int) (buf []byte, whole bool, err error) {
+	buf = make([]byte, 0, min(limit+1, 64<<10))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				break
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	if len(buf) <= limit {
+		return buf, true, nil
+	}
+	if _, err := io.Copy(io.Discard, rr); err != nil {
+		return buf, false, err
+	}
+	return buf, false, nil
+}
+
 // answerCallbackError answers a callback the gateway could not deliver
 // with SYSTEM_ERR, through the backend writer.
 func (s *session) answerCallbackError(xid uint32) {
-	rh := tcprpc.SystemErrReply(xid)
-	b := make([]byte, rh.EncodedLen())
-	e := xdr.NewEncoder(b)
-	if rh.Encode(&e) != nil {
+	msg := callbackErrorReply(xid)
+	if msg == nil {
 		return
 	}
 	s.mu.Lock()
-	s.bc.out = append(s.bc.out, e.Bytes())
+	s.bc.out = append(s.bc.out, msg)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// callbackErrorReply is the SYSTEM_ERR reply to a callback the gateway
+// could not deliver.
+func callbackErrorReply(xid uint32) []byte {
+	rh := tcprpc.SystemErrReply(xid)
+	e := xdr.NewEncoder(make([]byte, rh.EncodedLen()))
+	if rh.Encode(&e) != nil {
+		return nil
+	}
+	return e.Bytes()
 }
 
 // runBackchannel sends queued callbacks to the client, one at a time in

@@ -32,8 +32,10 @@ type Config struct {
 	// which validates it; default off). Its filer.address defaults to
 	// backend.address.
 	AuxRelay auxrelay.Config `yaml:"aux_relay"`
-	// Backchannel (forward mode) carries NFSv4.1+ callbacks from the
-	// server's TCP connection to the RDMA client (backchannel.go).
+	// Backchannel carries NFSv4.1+ callbacks from the server to the
+	// client: forward mode from the backend TCP connection to the RDMA
+	// client (backchannel.go), reverse mode from the RDMA connection to
+	// the TCP client (reverse_backchannel.go).
 	Backchannel BackchannelConfig `yaml:"backchannel"`
 	Pool        PoolConfig        `yaml:"pool"`
 	Metrics     MetricsConfig     `yaml:"metrics"`

@@ -213,8 +213,8 @@ func (c *Config) validateAuxRelay(bad func(string, string, ...any)) {
 	}
 }
 
-// validateBackchannel checks backchannel (read in forward mode; checked
-// in both, as the other sections are).
+// validateBackchannel checks backchannel (read in both modes; queue only
+// in forward mode).
 func (c *Config) validateBackchannel(bad func(string, string, ...any)) {
 	b := &c.Backchannel
 	// Each call outstanding is one more receive of rdma.inline_recv

@@ -177,7 +177,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
 	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
-	m.bc = newBCMetrics(f, mode)
+	m.bc = newBCMetrics(f)
 	m.ops = newOpsMetrics(f)
 	if mode == "forward" { // reverse mode has its own backend series (reverse_metrics.go)
 		m.be = newBEMetrics(f)

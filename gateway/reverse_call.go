@@ -99,6 +99,10 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	if perr != nil && perr != io.EOF {
 		return false, perr
 	}
+	if xid, mt, err := tcprpc.PeekMsgType(head); err == nil && mt == tcprpc.Reply {
+		// The client's answer to a callback (reverse_backchannel.go).
+		return false, c.callbackReply(rr, xid)
+	}
 	var h tcprpc.CallHeader
 	hdrLen, herr := h.Decode(head)
 	if herr != nil {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/gwstats"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
@@ -29,48 +27,15 @@ import (
 // MOUNT goes to ganesha directly (the chain carries the NFS port only).
 
 // startReverse runs a reverse gateway on a free loopback port in front of
-// the RPC-over-RDMA server at backend.
+// the RPC-over-RDMA server at backend, logging warnings to the test.
 func startReverse(t testing.TB, backend string, edit func(*gateway.Config)) *gateway.Reverse {
 	t.Helper()
-	host, port, err := net.SplitHostPort(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := gateway.DefaultConfigFor("reverse")
-	cfg.Listen.Address, cfg.Listen.Port = "127.0.0.1", 0
-	cfg.Backend.Address = host
-	fmt.Sscan(port, &cfg.Backend.Port)
-	cfg.Backend.LocalAddress = "127.0.0.1"
-	cfg.Backend.ConnectTimeout = 2 * time.Second
-	cfg.Metrics.Listen = ""
-	cfg.Pool.MaxBytes = 128 << 20
-	if edit != nil {
-		edit(&cfg)
-	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "reverse", Level: hclog.Warn, Output: testWriter{t}})
-	r, err := gateway.NewReverse(&cfg, log)
-	if err != nil {
-		t.Fatalf("reverse gateway: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("reverse Serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("reverse Serve did not return after shutdown")
+	return nfstest.StartReverseWith(t, backend, func(c *gateway.Config) {
+		c.Log.Level = "warn"
+		if edit != nil {
+			edit(c)
 		}
-		r.Close()
-		if n := r.Pool().InUse(); n != 0 {
-			t.Errorf("reverse pool: %d bytes still in use after shutdown", n)
-		}
-	})
-	return r
+	}, testWriter{t})
 }
 
 type chain struct {

@@ -69,6 +69,8 @@ func newRevClient(r *Reverse, conn *net.TCPConn, link *rdmaLink) *revClient {
 func (c *revClient) run(parent context.Context) string {
 	c.ctx, c.cancel = context.WithCancel(parent)
 	defer c.cancel()
+	c.link.bc.client.Store(c)
+	defer c.link.bc.client.Store(nil)
 	// A given-up link ends the session: unblock the reader.
 	go func() {
 		select {

@@ -29,6 +29,7 @@ import (
 type rdmaLink struct {
 	r    *Reverse
 	peer string
+	bc   *revBackchannel // the server's callbacks (reverse_backchannel.go)
 
 	mu       sync.Mutex
 	conn     *rdmarpc.RequesterConn // nil while reconnecting
@@ -63,7 +64,7 @@ var errGaveUp = errors.New("gateway: RDMA server unreachable; gave up")
 const nullCallLen = 6*4 + 2*8
 
 func newRDMALink(r *Reverse, peer string) *rdmaLink {
-	l := &rdmaLink{r: r, peer: peer, up: make(chan struct{}), wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	l := &rdmaLink{r: r, peer: peer, bc: newRevBackchannel(r.cfg, r.met.backchannel()), up: make(chan struct{}), wake: make(chan struct{}, 1), dead: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.xids.Store(rand.Uint32())
 	l.vers.Store(3)
@@ -82,6 +83,7 @@ func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 		Logger:         l.r.log.Named("rdma"),
 		Metrics:        l.r.met,
 		ConnectTimeout: cfg.Backend.ConnectTimeout,
+		Backchannel:    l.bc.requesterConfig(),
 	})
 }
 

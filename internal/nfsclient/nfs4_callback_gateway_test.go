@@ -2,6 +2,7 @@ package nfsclient_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/tcprpc"
@@ -154,10 +156,70 @@ func TestV41CallbacksThroughGateway(t *testing.T) {
 	gw := nfstest.StartGateway(t, px.ln.Addr().String())
 	ctx := nfstest.Ctx(t)
 	a := &nfsclient.V4{T: nfstest.DialRDMA(t, ctx, gw.Addr().String()), Callbacks: true}
+	exchangeCallbacks(t, ctx, px, a, g.Export)
+	counts := bcCounts(t, gw.Metrics())
+	if counts["rdmagw_backchannel_calls_total"] != 3 || counts["rdmagw_backchannel_replies_total"] != 3 ||
+		counts["rdmagw_backchannel_errors_total{too_big}"] != 1 {
+		t.Fatalf("metrics %v", counts)
+	}
+	if err := a.DestroySession(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The same through both gateways: a TCP client whose session's back
+// channel is its connection to the reverse gateway, which talks
+// RPC-over-RDMA (pure-Go iWARP) to the forward gateway in front of
+// ganesha. The server's callbacks cross the RDMA hop as backward-direction
+// calls from the forward gateway (the responder) to the reverse gateway
+// (the requester), which relays them as RPC calls on the client's TCP
+// connection and sends the client's replies back as backward-direction
+// replies.
+func TestV41CallbacksThroughReverseGateway(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startCBProxy(t, g.NFSAddr)
+	fwd := nfstest.StartGateway(t, px.ln.Addr().String())
+	rev := nfstest.StartReverseWith(t, fwd.Addr().String(), nil, nil)
+	ctx := nfstest.Ctx(t)
+	tr, err := nfsclient.DialTCP(ctx, rev.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	a := &nfsclient.V4{T: tr, Callbacks: true}
+	exchangeCallbacks(t, ctx, px, a, g.Export)
+	fc, rc := bcCounts(t, fwd.Metrics()), bcCounts(t, rev.Metrics())
+	t.Logf("reverse gateway backchannel metrics: %v", rc)
+	if fc["rdmagw_backchannel_calls_total"] != 3 || fc["rdmagw_backchannel_replies_total"] != 3 {
+		t.Errorf("forward gateway metrics %v", fc)
+	}
+	if rc["rdmagw_backchannel_calls_total"] != 3 || rc["rdmagw_backchannel_replies_total"] != 3 {
+		t.Errorf("reverse gateway metrics %v", rc)
+	}
+	for k, v := range rc {
+		if strings.HasPrefix(k, "rdmagw_backchannel_errors_total") && v != 0 {
+			t.Errorf("reverse gateway: %s = %v", k, v)
+		}
+	}
+	if err := a.DestroySession(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exchangeCallbacks sets up a's session with its back channel, then
+// injects at px, as the server would send them, CB_NULL, a CB_COMPOUND
+// (CB_SEQUENCE, CB_RECALL of a stateid the client does not hold), its
+// retransmission (the cached reply) and one callback too big for an
+// RPC-over-RDMA client's 4 KiB inline receive (answered SYSTEM_ERR by the
+// forward gateway; it never reaches the client), and checks the replies,
+// that the client served three, and that the server reports the callback
+// path up before and after.
+func exchangeCallbacks(t *testing.T, ctx context.Context, px *cbProxy, a *nfsclient.V4, export string) {
+	t.Helper()
 	if err := a.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.LookupPath(ctx, g.Export); err != nil {
+	if _, _, err := a.LookupPath(ctx, export); err != nil {
 		t.Fatal(err)
 	}
 	if cbPathDown(a.SeqStatusFlags()) {
@@ -212,15 +274,15 @@ func TestV41CallbacksThroughGateway(t *testing.T) {
 	if !bytes.Equal(again, first) {
 		t.Fatal("replayed CB_SEQUENCE did not get the cached reply")
 	}
-	// Too big for the client's 4 KiB inline receive: the gateway answers
-	// SYSTEM_ERR itself.
+	// Too big for the RDMA client's 4 KiB inline receive: the forward
+	// gateway answers SYSTEM_ERR itself.
 	var rh tcprpc.ReplyHeader
 	if _, err := rh.Decode(px.inject(t, cbCall(0x7103, 1, make([]byte, 5000)))); err != nil ||
 		rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.SystemErr {
 		t.Fatalf("oversized callback: %+v %v", rh, err)
 	}
 	// The fore channel still works, with the callback path up.
-	if _, _, err := a.LookupPath(ctx, g.Export); err != nil {
+	if _, _, err := a.LookupPath(ctx, export); err != nil {
 		t.Fatal(err)
 	}
 	if cbPathDown(a.SeqStatusFlags()) {
@@ -230,7 +292,13 @@ func TestV41CallbacksThroughGateway(t *testing.T) {
 	if all != 3 || nulls != 1 {
 		t.Fatalf("client served %d callbacks (%d CB_NULL), want 3 (1)", all, nulls)
 	}
-	mfs, err := gw.Metrics().Registry.Gather()
+}
+
+// bcCounts are a gateway's rdmagw_backchannel_* counters, by name and
+// {reason}.
+func bcCounts(t *testing.T, m *gateway.Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,11 +317,5 @@ func TestV41CallbacksThroughGateway(t *testing.T) {
 		}
 	}
 	t.Logf("gateway backchannel metrics: %v", counts)
-	if counts["rdmagw_backchannel_calls_total"] != 3 || counts["rdmagw_backchannel_replies_total"] != 3 ||
-		counts["rdmagw_backchannel_errors_total{too_big}"] != 1 {
-		t.Fatalf("metrics %v", counts)
-	}
-	if err := a.DestroySession(ctx); err != nil {
-		t.Fatal(err)
-	}
+	return counts
 }

@@ -52,8 +52,8 @@ func TestReverseBadCalls(t *testing.T) {
 	if h := reply(); h.XID != 0x1002 || h.Stat != tcprpc.MsgDenied || h.RejectStat != tcprpc.AuthError || h.AuthStat != tcprpc.AuthBadCred {
 		t.Fatalf("long credential answered %+v", h)
 	}
-	// A reply (msg_type 1) and a 3-byte record: dropped, no answer; the
-	// NULL call after them is answered by the server.
+	// A reply (msg_type 1) to no callback and a 3-byte record: dropped,
+	// no answer; the NULL call after them is answered by the server.
 	send(0x1003, 1, 0, 0, 0, 0)
 	if err := rw.WriteRecord([]byte{1, 2, 3}, nil, nil); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,10 @@ func TestReverseBadCalls(t *testing.T) {
 	if h := reply(); h.XID != 0x1004 || h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
 		t.Fatalf("NULL after the bad records answered %+v", h)
 	}
-	if n := metric(t, rev.Metrics(), "rdmagw_calls_dropped_total", "reason", "not_rpc"); n != 2 {
-		t.Errorf("not_rpc drops = %v, want 2", n)
+	if n := metric(t, rev.Metrics(), "rdmagw_calls_dropped_total", "reason", "not_rpc"); n != 1 {
+		t.Errorf("not_rpc drops = %v, want 1", n)
+	}
+	if n := metric(t, rev.Metrics(), "rdmagw_backchannel_errors_total", "reason", "unmatched"); n != 1 {
+		t.Errorf("unmatched callback replies = %v, want 1", n)
 	}
 }

@@ -346,9 +346,8 @@ func (s *revSlot) planReply() {
 
 // rejectHeader answers a record that is not a usable RPC call: an RPC
 // version other than 2 gets RPC_MISMATCH (RFC 5531 §9), a credential or
-// verifier over 400 bytes AUTH_BADCRED; anything else (a reply, e.g. to
-// a backchannel call this gateway never made, or garbage) is dropped and
-// counted. The rest of the record is skipped by the next read.
+// verifier over 400 bytes AUTH_BADCRED; anything else (garbage; replies
+// go to callbackReply) is dropped and counted. The rest of the record is skipped by the next read.
 func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) error {
 	c := s.c
 	var rh tcprpc.ReplyHeader

@@ -27,7 +27,15 @@
 #     and logged no callback trouble. (knfsd 6.1 says UP and grants the
 #     delegation even when every callback fails: only 2-4 tell. A run with
 #     `backchannel: disabled: true` fails 2, 3 and 4.)
-# e2e-timeout: 600
+# Then the same through the reverse gateway (E2E_DELEG_REVERSE_VERSIONS,
+# default "4.1"): the forward gateway stops, knfsd listens on RDMA too,
+# and client A mounts over TCP through rdmagw reverse, which talks
+# RPC-over-RDMA to knfsd. A's session binds the back channel through the
+# gateway, so knfsd sends CB_NULL and CB_RECALL as backward-direction calls
+# on the gateway's RDMA connection (RFC 8167), which relays them to A's TCP
+# connection and A's replies back; the same checks, 1-4.
+# E2E_DELEG_VERSIONS="" or E2E_DELEG_REVERSE_VERSIONS="" skips a part.
+# e2e-timeout: 720
 . "$E2E_VM/lib.sh"
 if ! gw_binary > /dev/null; then
     result v4_delegation SKIP 0 "gateway not built"
@@ -122,7 +130,7 @@ chk_cb_stats() {
         echo "  $m: SEQUENCE ops $(mstat "$m" SEQUENCE 1) errors $e; DELEGRETURN ops $(mstat "$m" DELEGRETURN 1) errors $(mstat "$m" DELEGRETURN 9)"
         [ "$e" = 0 ] && [ "$(mstat "$m" DELEGRETURN 9)" = 0 ] || ok=1
     done
-    grep -A3 "^device $RXE_IP:/ mounted on $A " /proc/self/mountstats | sed 's/^/  /'
+    grep -A3 "^device .* mounted on $A " /proc/self/mountstats | sed 's/^/  /'
     # A callback path knfsd finds down is flagged in every SEQUENCE reply
     # (SEQ4_STATUS_CB_PATH_DOWN) and the client answers with
     # BIND_CONN_TO_SESSION; knfsd's own view must still be UP after the recall.
@@ -140,10 +148,16 @@ chk_umount() { timeout 60 umount "$A" && timeout 60 umount "$B"; }
 # deleg_suite V: mount A and B with NFS version V and run the checks
 deleg_suite() {
     V=$1; local p=v${1/./}
+    [ "$VIA" = reverse ] && p=rv_$p
     A=/mnt/gw$p B=/mnt/direct$p F=deleg-$p.bin
     mkdir -p "$A" "$B"
-    check "${p}_mount_gw" timeout 60 mount -t nfs -o "vers=$V,proto=rdma,port=20049" "$RXE_IP:/" "$A" ||
-        { dmesg | tail -20; return 1; }
+    if [ "$VIA" = reverse ]; then   # A: TCP to the reverse gateway (soft: a stuck gateway FAILs)
+        check "${p}_mount_gw" timeout 60 mount -t nfs -o "vers=$V,proto=tcp,port=$GW_RV_PORT,soft,timeo=150,retrans=2" \
+            "$GW_RV_ADDR:/" "$A" || { dmesg | tail -20; return 1; }
+    else
+        check "${p}_mount_gw" timeout 60 mount -t nfs -o "vers=$V,proto=rdma,port=20049" "$RXE_IP:/" "$A" ||
+            { dmesg | tail -20; return 1; }
+    fi
     check "${p}_mount_direct_other_client" timeout 60 unshare -u sh -c \
         "hostname labclient-b && mount -t nfs -o vers=$V,proto=tcp 127.0.0.1:/ $B" || { umount "$A"; return 1; }
     check "${p}_read_delegation_granted" chk_granted
@@ -154,9 +168,26 @@ deleg_suite() {
     check "${p}_umount" chk_umount
 }
 
-if ! check gw_start start_gateway; then stop_bg; exit 1; fi
-for v in ${E2E_DELEG_VERSIONS:-4.1 4.2 4.0}; do deleg_suite "$v"; done
-kill -0 "$GW_PID" 2>/dev/null || { result gw_alive FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
+gw_alive() {
+    kill -0 "$GW_PID" 2>/dev/null || { result "${1}gw_alive" FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
+}
+FW_VERSIONS=${E2E_DELEG_VERSIONS-4.1 4.2 4.0}
+RV_VERSIONS=${E2E_DELEG_REVERSE_VERSIONS-4.1}
+VIA=forward
+if [ -n "${FW_VERSIONS// /}" ]; then
+    if ! check gw_start start_gateway; then stop_bg; exit 1; fi
+    for v in $FW_VERSIONS; do deleg_suite "$v"; done
+    gw_alive
+    kill "$GW_PID"; wait "$GW_PID" 2>/dev/null
+    mv "$OUT/gateway.log" "$OUT/gateway-forward.log"
+fi
+if [ -n "${RV_VERSIONS// /}" ]; then
+    VIA=reverse GW_RV_ADDR=127.0.0.1 GW_RV_PORT=2050
+    modprobe rpcrdma && echo "rdma 20049" > /proc/fs/nfsd/portlist || lab_fail "knfsd: no RDMA listener"
+    if ! check rv_gw_start start_gateway_reverse; then stop_bg; exit 1; fi
+    for v in $RV_VERSIONS; do deleg_suite "$v"; done
+    gw_alive rv_
+fi
 [ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 40 "$OUT/gateway.log"; }
 stop_bg
 exit $((FAILS > 0))

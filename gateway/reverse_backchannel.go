@@ -31,8 +31,10 @@ import (
 //     connection: the reader matches it by XID to the waiting callback,
 //     and the engine sends it to the server as a backward-direction
 //     reply;
-//   - a callback the client cannot be given (the client gone, the
-//     backchannel disabled) is answered SYSTEM_ERR at once; one the
+//   - a callback the client cannot be given (its connection failed, the
+//     backchannel disabled) is answered SYSTEM_ERR at once; one still
+//     waiting when the client disconnects fails with the RDMA
+//     connection, which closes with the session; one the
 //     client does not answer within backchannel.timeout gets no reply
 //     (its credit is taken back, reason timeout; the server's own
 //     callback timeout decides); a client reply larger than the server
@@ -119,9 +121,11 @@ func (b *revBackchannel) ServeBackward(call []byte) []byte {
 		c.log.Warn("client did not answer a callback in time", "peer", c.peer, "xid", xid, "timeout", b.cfg.Timeout)
 		return nil
 	case <-c.ctx.Done():
+		// The session is ending and its RDMA connection closes with it,
+		// which fails the server's outstanding callbacks at once.
 		forget()
 		b.met.BackwardError("client_gone")
-		return callbackErrorReply(xid)
+		return nil
 	}
 }
 

@@ -319,3 +319,102 @@ func bcCounts(t *testing.T, m *gateway.Metrics) map[string]float64 {
 	t.Logf("gateway backchannel metrics: %v", counts)
 	return counts
 }
+
+// The reverse gateway's backchannel bounds, with a raw TCP client that
+// answers callbacks late or not at all: a callback unanswered within
+// backchannel.timeout gets no reply (timeout), the late reply is dropped
+// (unmatched), and one outstanding when the client disconnects is
+// counted (client_gone). The fore channel keeps working throughout.
+func TestReverseGatewayCallbackBounds(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startCBProxy(t, g.NFSAddr)
+	// The forward gateway's credit for the unanswered callback must come
+	// back too (it grants one until the first backward reply).
+	short := func(c *gateway.Config) { c.Backchannel.Timeout = 300 * time.Millisecond }
+	fwd := nfstest.StartGatewayWith(t, px.ln.Addr().String(), short, nil)
+	rev := nfstest.StartReverseWith(t, fwd.Addr().String(), short, nil)
+	conn, err := net.Dial("tcp", rev.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(60 * time.Second))
+	rr := tcprpc.NewRecordReader(conn, nil)
+	rw := tcprpc.NewRecordWriter(conn, nil)
+	null := func(xid uint32) {
+		t.Helper()
+		h := tcprpc.CallHeader{XID: xid, RPCVers: 2, Prog: 100003, Vers: 4, Proc: 0, Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+		e := xdr.NewEncoder(make([]byte, h.EncodedLen()))
+		_ = h.Encode(&e)
+		if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next reads the next record from the gateway.
+	next := func() []byte {
+		t.Helper()
+		rec, err := rr.ReadRecord(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	null(1)
+	acceptedBody(t, next(), 1) // the chain is up, the proxy has its connection
+	<-px.ready
+	send := func(call []byte) {
+		t.Helper()
+		px.wmu.Lock()
+		err := px.rw.WriteRecord(call, nil, nil)
+		px.wmu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Not answered: the client gets the call, the server no reply.
+	send(cbCall(0x7200, 0, nil))
+	if rec := next(); binary.BigEndian.Uint32(rec) != 0x7200 || binary.BigEndian.Uint32(rec[4:]) != 0 {
+		t.Fatalf("client got %x, want the CB_NULL call 0x7200", rec[:8])
+	}
+	rc := func(reason string) float64 { return bcCounts(t, rev.Metrics())["rdmagw_backchannel_errors_total{"+reason+"}"] }
+	deadline := time.Now().Add(20 * time.Second)
+	for rc("timeout") < 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rc("timeout") != 1 {
+		t.Fatal("no timeout counted for the unanswered callback")
+	}
+	// The late reply matches nothing.
+	rh := tcprpc.AcceptedReply(0x7200, tcprpc.Success)
+	e := xdr.NewEncoder(make([]byte, rh.EncodedLen()))
+	_ = rh.Encode(&e)
+	if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	null(2) // after the late reply, on the same connection
+	acceptedBody(t, next(), 2)
+	if rc("unmatched") != 1 {
+		t.Fatalf("unmatched = %v after a late callback reply", rc("unmatched"))
+	}
+	select {
+	case r := <-px.replies:
+		t.Fatalf("the server got a reply %x to the unanswered callback", r)
+	default:
+	}
+
+	// Outstanding when the client goes: counted, and the RDMA
+	// connection, which fails the server's callbacks, closes with the
+	// session.
+	send(cbCall(0x7201, 0, nil))
+	if rec := next(); binary.BigEndian.Uint32(rec) != 0x7201 {
+		t.Fatalf("client got %x, want the CB_NULL call 0x7201", rec[:8])
+	}
+	conn.Close()
+	for rc("client_gone") < 1 && time.Now().Before(deadline.Add(20*time.Second)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rc("client_gone") != 1 {
+		t.Fatalf("client_gone = %v", rc("client_gone"))
+	}
+}

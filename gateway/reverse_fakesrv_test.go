@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -13,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -494,45 +492,14 @@ func (c *fakeConn) answer(call *fakeCall, h *rdmarpc.Header, act fakeAction, rep
 // also kept in a buffer the test can search.
 func startReverseLogged(t testing.TB, backend string, edit func(*gateway.Config)) (*gateway.Reverse, *syncBuffer) {
 	t.Helper()
-	host, port, err := net.SplitHostPort(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := gateway.DefaultConfigFor("reverse")
-	cfg.Listen.Address, cfg.Listen.Port = "127.0.0.1", 0
-	cfg.Backend.Address = host
-	fmt.Sscan(port, &cfg.Backend.Port)
-	cfg.Backend.LocalAddress = "127.0.0.1"
-	cfg.Backend.ConnectTimeout = 2 * time.Second
-	cfg.Metrics.Listen = ""
-	cfg.Pool.MaxBytes = 64 << 20
-	if edit != nil {
-		edit(&cfg)
-	}
 	buf := &syncBuffer{}
-	log := hclog.New(&hclog.LoggerOptions{Name: "reverse", Level: hclog.Debug, Output: io.MultiWriter(testWriter{t}, buf)})
-	r, err := gateway.NewReverse(&cfg, log)
-	if err != nil {
-		t.Fatalf("reverse gateway: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("reverse Serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("reverse Serve did not return after shutdown")
+	r := nfstest.StartReverseWith(t, backend, func(c *gateway.Config) {
+		c.Log.Level = "debug"
+		c.Pool.MaxBytes = 64 << 20
+		if edit != nil {
+			edit(c)
 		}
-		r.Close()
-		if n := r.Pool().InUse(); n != 0 {
-			t.Errorf("reverse pool: %d bytes still in use after shutdown", n)
-		}
-	})
+	}, io.MultiWriter(testWriter{t}, buf))
 	return r, buf
 }
 

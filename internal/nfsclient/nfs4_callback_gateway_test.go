@@ -377,7 +377,9 @@ func TestReverseGatewayCallbackBounds(t *testing.T) {
 	if rec := next(); binary.BigEndian.Uint32(rec) != 0x7200 || binary.BigEndian.Uint32(rec[4:]) != 0 {
 		t.Fatalf("client got %x, want the CB_NULL call 0x7200", rec[:8])
 	}
-	rc := func(reason string) float64 { return bcCounts(t, rev.Metrics())["rdmagw_backchannel_errors_total{"+reason+"}"] }
+	rc := func(reason string) float64 {
+		return bcCounts(t, rev.Metrics())["rdmagw_backchannel_errors_total{"+reason+"}"]
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for rc("timeout") < 1 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -117,6 +117,8 @@ for f in "${cases[@]}"; do
             ${E2E_DATA_MIB:+-e "E2E_DATA_MIB=$E2E_DATA_MIB"} \
             ${E2E_FIO_MIB:+-e "E2E_FIO_MIB=$E2E_FIO_MIB"} \
             ${E2E_PERF_SECS:+-e "E2E_PERF_SECS=$E2E_PERF_SECS"} \
+            ${E2E_DELEG_VERSIONS+-e "E2E_DELEG_VERSIONS=$E2E_DELEG_VERSIONS"} \
+            ${E2E_DELEG_REVERSE_VERSIONS+-e "E2E_DELEG_REVERSE_VERSIONS=$E2E_DELEG_REVERSE_VERSIONS"} \
             -- "$f" > "$d.host.log" 2>&1
         rc=$?
         wall=$((SECONDS - t))

@@ -12,6 +12,7 @@
 #           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
 #           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
 #           librdmacm-dev busybox-static fio (+ gcc libc6-dev pkg-config for cgo)
+#           keepalived (VRRP for the failover case, e2e/cases/60-failover.sh)
 #   --all   both
 #   --dry-run  only print what is missing
 #
@@ -30,7 +31,8 @@ TEST_PKGS=(tshark tcpdump nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
 LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
-          librdmacm-dev busybox-static gcc libc6-dev pkg-config fio)
+          librdmacm-dev busybox-static gcc libc6-dev pkg-config fio
+          keepalived)   # 60-failover: the VIP between two gateways
 
 mode=test dry=0
 for a in "$@"; do

@@ -11,8 +11,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -641,5 +644,72 @@ func TestSystemdUnits(t *testing.T) {
 		if !contains(kv["DeviceAllow"], "/dev/infiniband/rdma_cm rw") {
 			t.Errorf("%s: DeviceAllow %v lacks /dev/infiniband/rdma_cm", unit, kv["DeviceAllow"])
 		}
+	}
+}
+
+// TestKeepalivedExample: the keepalived example checks the metrics address
+// the shipped forward config serves, both hosts start as BACKUP without
+// preemption, the config listens on every address (so the standby accepts
+// once the VIP arrives), and the check script judges a real HTTP endpoint:
+// healthy when it serves rdmagw series, failed on an error status, on
+// other content and when nothing listens.
+func TestKeepalivedExample(t *testing.T) {
+	b, err := os.ReadFile("keepalived/keepalived.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(b)
+	raw, err := os.ReadFile("../configs/forward.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := gateway.ParseConfig(raw)
+	if err != nil {
+		t.Fatalf("configs/forward.yaml: %v", err)
+	}
+	wantScript := `script "/usr/local/sbin/rdmagw-check.sh http://` + cfg.Metrics.Listen + `/metrics"`
+	if !strings.Contains(conf, wantScript) {
+		t.Errorf("keepalived.conf does not run %s (metrics.listen is %s)", wantScript, cfg.Metrics.Listen)
+	}
+	for _, want := range []string{"state BACKUP", "nopreempt", "track_script", "chk_rdmagw"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("keepalived.conf lacks %q", want)
+		}
+	}
+	if cfg.Listen.Address != "0.0.0.0" && cfg.Listen.Address != "::" {
+		t.Errorf("configs/forward.yaml listen.address = %q: the keepalived setup (deploy/README.md) needs the wildcard", cfg.Listen.Address)
+	}
+
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed: check script not run")
+	}
+	check := func(url string) bool {
+		return exec.Command("sh", "keepalived/rdmagw-check.sh", url).Run() == nil
+	}
+	serve := func(status int, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/metrics"
+	}
+	if !check(serve(200, "# HELP rdmagw_connections x\nrdmagw_connections{mode=\"forward\"} 3\n")) {
+		t.Error("check fails on a healthy gateway")
+	}
+	if check(serve(500, "rdmagw_connections 3\n")) {
+		t.Error("check passes on HTTP 500")
+	}
+	if check(serve(200, "go_goroutines 7\n")) {
+		t.Error("check passes on a page without rdmagw series")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if check("http://" + addr + "/metrics") {
+		t.Error("check passes with nothing listening")
 	}
 }

@@ -459,7 +459,8 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	rr := tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	rb := replyBuilder{rr: rr, pool: s.pool, peekMax: peekMax, done: done, timer: timer}
+	lim := s.cfg.CarryLimits()
+	rb := replyBuilder{rr: rr, pool: s.pool, peekMax: peekMax, done: done, timer: timer, lim: &lim}
 	var rh tcprpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {

@@ -48,6 +48,11 @@ type replyBuilder struct {
 	expectItems bool
 	// fallback is set when DDP had to be given up for this reply.
 	fallback bool
+	// lim is what the gateway can carry: the transfer sizes a reply
+	// advertises are lowered to it (nil: left alone).
+	lim *ulb.IOLimits
+	// capped counts the values lowered in the last reply.
+	capped int
 }
 
 // errConnGoing: the backend connection ended while waiting for buffers.
@@ -68,8 +73,24 @@ func (b *replyBuilder) build(pc *pendingCall, hdrLen int, walk bool) error {
 	if err != nil {
 		b.msg.ReleaseBuffers()
 		b.msg.Reset()
+		return err
 	}
-	return err
+	b.capped = 0
+	if walk && b.lim != nil {
+		b.capLimits(pc, hdrLen)
+	}
+	return nil
+}
+
+// capLimits lowers the transfer sizes the reply advertises to what the
+// gateway can carry (ulb.CapLimits), in place. The replies that carry
+// them (FSINFO, GETATTR, CREATE_SESSION) are small and land in one
+// inline piece; a reply in several pieces is not looked into.
+func (b *replyBuilder) capLimits(pc *pendingCall, hdrLen int) {
+	if len(b.msg.Pieces) != 1 || b.msg.Pieces[0].Item || len(b.msg.Pieces[0].Data) < hdrLen {
+		return
+	}
+	b.capped, _ = ulb.CapLimits(pc.prog, pc.vers, pc.proc, b.msg.Pieces[0].Data[hdrLen:], b.lim)
 }
 
 func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {

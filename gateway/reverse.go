@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/ulb"
 )
 
 // Reverse is the reverse gateway: it accepts NFS clients over TCP and
@@ -33,6 +34,7 @@ type Reverse struct {
 	ln        *net.TCPListener
 	backend   string
 	metrics   *metricsServer
+	carry     ulb.IOLimits // advertised in place of larger server limits
 
 	wg sync.WaitGroup // client sessions
 
@@ -54,7 +56,7 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 		log = hclog.NewNullLogger()
 	}
 	r := &Reverse{cfg: cfg, log: log, met: newReverseMetrics(),
-		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
+		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port)), carry: cfg.CarryLimits()}
 	r.reload.init(cfg)
 	if err := r.open(); err != nil {
 		r.Close()

@@ -114,6 +114,11 @@ func (s *revSlot) replyVec() (replyStatus, error) {
 		if placed {
 			return st, errors.New("data in Write chunks of a reply that has no results")
 		}
+		if st == statusSuccess && s.ddp {
+			// Whole and ours (a receive or Reply chunk buffer): lower
+			// the transfer sizes the server advertises to ours.
+			ulb.CapLimits(s.prog, s.vers, s.proc, in[n:], &s.c.r.carry)
+		}
 		s.vec = append(s.vec, in)
 		return st, nil
 	}

@@ -1,6 +1,9 @@
 package nfsclient
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -87,4 +90,34 @@ func decodeFattr4(d *nfsproto.Dec) Attr4 {
 		d.Fail(err)
 	}
 	return a
+}
+
+// TransferLimits returns the maxread and maxwrite attributes of fh
+// (PUTFH, GETATTR of just those two).
+func (c *V4) TransferLimits(ctx context.Context, fh []byte) (maxRead, maxWrite uint64, err error) {
+	d, err := c.seqCompound(ctx, 160, 2, func(e *xdr.Encoder) {
+		putFH(e, fh)
+		e.PutUint32(op4Getattr)
+		e.PutUint32(1)
+		e.PutUint32(1<<30 | 1<<31) // maxread, maxwrite
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := result(d, op4Putfh); err != nil {
+		return 0, 0, err
+	}
+	if err := result(d, op4Getattr); err != nil {
+		return 0, 0, err
+	}
+	n := d.U32()
+	if n < 1 || d.U32() != 1<<30|1<<31 {
+		return 0, 0, fmt.Errorf("nfsclient: GETATTR maxread/maxwrite returned another bitmap")
+	}
+	for range min(n-1, 8) {
+		d.U32()
+	}
+	d.U32() // attrlist4 length
+	maxRead, maxWrite = d.U64(), d.U64()
+	return maxRead, maxWrite, d.Err()
 }

@@ -26,6 +26,10 @@ type V4 struct {
 	// (nfs4_callback.go); the transport must be TCP or RDMA.
 	Callbacks bool
 
+	// ForeMaxRequest and ForeMaxResponse are the session's fore channel
+	// ca_maxrequestsize and ca_maxresponsesize the server granted.
+	ForeMaxRequest, ForeMaxResponse uint32
+
 	cb       *cbState      // callback service (nfs4_callback.go)
 	seqFlags atomic.Uint32 // sr_status_flags of the latest SEQUENCE
 	clientID uint64
@@ -152,9 +156,9 @@ func (c *V4) createSession(ctx context.Context, seq uint32) error {
 	d.U32() // csr_sequence
 	d.U32() // csr_flags
 	// Fore channel attributes: maxrequests is the slot count we got.
-	d.U32()
-	d.U32()
-	d.U32()
+	d.U32() // headerpadsize
+	c.ForeMaxRequest = d.U32()
+	c.ForeMaxResponse = d.U32()
 	d.U32()
 	d.U32()
 	n := d.U32()

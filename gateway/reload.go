@@ -243,3 +243,9 @@ func matchField(path string, fields []string) bool {
 	}
 	return false
 }
+
+// Config is the configuration in force (after the reloads so far).
+func (f *Forward) Config() *Config { return f.reload.conn() }
+
+// Config is the configuration in force (after the reloads so far).
+func (r *Reverse) Config() *Config { return r.reload.conn() }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/sdnotify"
 	"github.com/rdmagw/rdmagw/internal/version"
 
 	// The pure-Go provider is always linked; ibverbs comes with the
@@ -23,10 +25,13 @@ func init() {
 	register("serve", "run the gateway (serve -c configs/forward.yaml)", serve)
 }
 
-// serve runs the gateway described by a config file until SIGINT or
-// SIGTERM, then shuts down gracefully: it stops accepting, disconnects
-// clients (abandoning calls still at the backend; clients retransmit
-// after reconnecting) and releases every resource.
+// serve runs the gateway described by a config file. It tells systemd
+// (Type=notify) when every listener is up, keeps its status line and
+// watchdog fed, reloads the file on SIGHUP, and on SIGTERM or SIGINT (or
+// `rdmagw drain`) drains: it stops accepting, lets the calls in flight
+// finish up to shutdown.drain_timeout, disconnects the clients and
+// releases every resource. A second SIGTERM during a drain disconnects
+// at once.
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,29 +55,37 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log := gateway.NewLogger(cfg.Log, stderr)
 	log.Info("starting", "version", version.String(), "config", *path, "mode", cfg.Mode)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sd, err := sdnotify.FromEnv()
+	if err != nil {
+		log.Warn("systemd notification socket unusable; not notifying", "error", err)
+	}
+	// Signals are caught before anything is started: a SIGHUP or SIGTERM
+	// during start-up waits for the main loop instead of killing us.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	gw, err := startGateway(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
+		sd.Status("cannot start: " + err.Error())
 		return 1
 	}
-	serveErr := gw.Serve(ctx)
-	if err := gw.Close(); err != nil {
-		log.Warn("shutdown", "error", err)
-	}
-	if serveErr != nil {
-		log.Error("stopped", "error", serveErr)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
+	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1)}
+	return d.run(cfg)
 }
 
 // gatewayRunner is what serve runs: a forward or a reverse gateway.
 type gatewayRunner interface {
 	Serve(ctx context.Context) error
 	Close() error
+	Ready() <-chan struct{}
+	Drain(ctx context.Context) gateway.DrainResult
+	Sessions() gateway.Sessions
+	Alive(ctx context.Context) error
+	Status() string
+	Reconfigure(next *gateway.Config) (gateway.ReloadResult, error)
+	Config() *gateway.Config
+	Metrics() *gateway.Metrics
 }
 
 // startGateway builds the gateway of cfg.Mode.
@@ -81,4 +94,168 @@ func startGateway(cfg *gateway.Config, log hclog.Logger) (gatewayRunner, error) 
 		return gateway.NewReverse(cfg, log)
 	}
 	return gateway.NewForward(cfg, log)
+}
+
+// daemon is a running `rdmagw serve`: the gateway, its systemd
+// notifications and its admin socket.
+type daemon struct {
+	gw       gatewayRunner
+	path     string
+	log      hclog.Logger
+	sd       *sdnotify.Notifier // nil outside systemd
+	sigs     chan os.Signal
+	drainReq chan struct{} // `rdmagw drain` on the admin socket
+}
+
+// statusEvery is how often the STATUS= line is refreshed.
+const statusEvery = 5 * time.Second
+
+// livenessHook, when set (tests), runs before every liveness probe: a
+// test stalls it to play a wedged gateway.
+var livenessHook func(ctx context.Context)
+
+func (d *daemon) run(cfg *gateway.Config) int {
+	ctx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- d.gw.Serve(ctx) }()
+
+	var admin *adminServer
+	if cfg.Admin.Socket != "" {
+		var err error
+		if admin, err = startAdmin(cfg.Admin.Socket, d.gw, d.drainReq, d.log); err != nil {
+			d.log.Error("cannot start", "error", err)
+			stopServe()
+			<-serveDone
+			d.closeGateway()
+			return 1
+		}
+		defer admin.close()
+	}
+	select {
+	case <-d.gw.Ready():
+	case err := <-serveDone: // a listener could not be bound
+		d.log.Error("cannot start", "error", err)
+		d.sd.Status("cannot start: " + errText(err))
+		d.closeGateway()
+		return 1
+	}
+	// Every listener (clients, metrics, relay, admin socket) is up.
+	d.notify(d.sd.Ready())
+	d.notify(d.sd.Status(d.gw.Status()))
+	wd := sdnotify.WatchdogInterval()
+	d.log.Info("ready", "watchdog", wd)
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	if d.sd != nil {
+		go sdnotify.RunWatchdog(bg, d.sd, wd, d.probe, func(err error) {
+			d.log.Error("liveness probe failed; systemd watchdog not fed", "error", err)
+		})
+		go d.statusLoop(bg)
+	}
+
+	var drainDone chan gateway.DrainResult
+	var stopDrain context.CancelFunc = func() {}
+	defer func() { stopDrain() }()
+	for {
+		select {
+		case sig := <-d.sigs:
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			if drainDone != nil {
+				d.log.Warn("second stop signal during the drain: disconnecting now", "signal", sig.String())
+				stopDrain()
+				continue
+			}
+			d.log.Info("stop requested", "signal", sig.String())
+			drainDone, stopDrain = d.drain()
+		case <-d.drainReq:
+			if drainDone == nil {
+				d.log.Info("stop requested", "by", "admin socket")
+				drainDone, stopDrain = d.drain()
+			}
+		case <-drainDone:
+			drainDone = make(chan gateway.DrainResult) // done; Serve returns next
+		case serveErr := <-serveDone:
+			stopBG()
+			if drainDone == nil { // Serve ended by itself
+				d.notify(d.sd.Stopping())
+			}
+			if err := d.closeGateway(); err != nil {
+				d.log.Warn("shutdown", "error", err)
+			}
+			if serveErr != nil {
+				d.log.Error("stopped", "error", serveErr)
+				return 1
+			}
+			d.log.Info("stopped")
+			return 0
+		}
+	}
+}
+
+// drain tells systemd the service is stopping and drains the gateway in
+// the background, bounded by shutdown.drain_timeout (as last reloaded).
+func (d *daemon) drain() (chan gateway.DrainResult, context.CancelFunc) {
+	d.notify(d.sd.Stopping())
+	timeout := d.gw.Config().Shutdown.DrainTimeout
+	d.notify(d.sd.Status(fmt.Sprintf("draining (up to %v): %s", timeout, d.gw.Status())))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	done := make(chan gateway.DrainResult, 1)
+	go func() { done <- d.gw.Drain(ctx) }()
+	return done, cancel
+}
+
+// reload re-reads the config file and applies it (Reconfigure); a file
+// that does not load changes nothing.
+func (d *daemon) reload() {
+	d.log.Info("reloading configuration", "config", d.path)
+	d.notify(d.sd.Reloading())
+	next, err := gateway.LoadConfig(d.path)
+	if err != nil {
+		d.gw.Metrics().ReloadRejected(d.log, err)
+	} else {
+		d.gw.Reconfigure(next) //nolint:errcheck // logged and counted by Reconfigure
+	}
+	d.notify(d.sd.Ready())
+	d.notify(d.sd.Status(d.gw.Status()))
+}
+
+// probe is the watchdog's liveness probe.
+func (d *daemon) probe(ctx context.Context) error {
+	if livenessHook != nil {
+		livenessHook(ctx)
+	}
+	return d.gw.Alive(ctx)
+}
+
+func (d *daemon) statusLoop(ctx context.Context) {
+	t := time.NewTicker(statusEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.notify(d.sd.Status(d.gw.Status()))
+		}
+	}
+}
+
+func (d *daemon) closeGateway() error { return d.gw.Close() }
+
+// notify logs a failed notification (once systemd has gone away, say).
+func (d *daemon) notify(err error) {
+	if err != nil {
+		d.log.Warn("systemd notification failed", "error", err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "stopped"
+	}
+	return err.Error()
 }

@@ -2,37 +2,17 @@ package sdnotify
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rdmagw/rdmagw/internal/sdnotify/sdnotifytest"
 )
 
-// listen is a fake service manager: a unixgram socket collecting what is
-// sent to it.
-func listen(t *testing.T, name string) chan string {
-	t.Helper()
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	got := make(chan string, 1000)
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			got <- string(buf[:n])
-		}
-	}()
-	return got
-}
+func listen(t *testing.T, name string) chan string { return sdnotifytest.Listen(t, name) }
 
 func recv(t *testing.T, got chan string) string {
 	t.Helper()

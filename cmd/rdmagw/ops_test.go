@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/internal/nfsmem"
+	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/internal/sdnotify/sdnotifytest"
+)
+
+// fakeSystemd is a NOTIFY_SOCKET: a unixgram socket collecting what the
+// gateway sends.
+func fakeSystemd(t *testing.T) chan string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "notify")
+	got := sdnotifytest.Listen(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	return got
+}
+
+// next returns the next notification that starts with one of prefixes,
+// skipping others (STATUS= lines come every few seconds).
+func next(t *testing.T, got chan string, d time.Duration, prefixes ...string) string {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case m := <-got:
+			for _, p := range prefixes {
+				if strings.HasPrefix(m, p) {
+					return m
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no notification %v within %v", prefixes, d)
+		}
+	}
+}
+
+// startServe runs `rdmagw serve` on config text in this process.
+func startServe(t *testing.T, config string) (path string, logs *syncBuffer, rc chan int) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs = &syncBuffer{}
+	rc = make(chan int, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rc <- run([]string{"serve", "-c", path}, io.Discard, logs)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			// Still running (the test failed): stop it, as systemd would.
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("serve did not stop")
+			}
+		}
+	})
+	return path, logs, rc
+}
+
+func waitExit(t *testing.T, rc chan int, logs *syncBuffer) {
+	t.Helper()
+	select {
+	case code := <-rc:
+		if code != 0 {
+			t.Fatalf("serve exited %d:\n%s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not exit:\n%s", logs.String())
+	}
+}
+
+// READY=1 comes once every listener accepts (RDMA, metrics, admin
+// socket); the watchdog is fed every WATCHDOG_USEC/2 while the gateway
+// is alive and not while its liveness probe is stalled; STATUS= says
+// how many clients; SIGTERM sends STOPPING=1.
+func TestServeNotifyWatchdog(t *testing.T) {
+	got := fakeSystemd(t)
+	t.Setenv("WATCHDOG_USEC", "200000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	livenessHook = func(ctx context.Context) {
+		if stalled.Load() {
+			<-release
+		}
+	}
+	t.Cleanup(func() { livenessHook = nil })
+	port, mport := freeLoopbackPort(t), freeLoopbackPort(t)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	_, logs, rc := startServe(t, fmt.Sprintf(`
+listen: {address: 127.0.0.1, port: %d}
+backend: {address: 127.0.0.1, port: 1}
+pool: {max_bytes: 16MiB}
+metrics: {listen: "127.0.0.1:%d"}
+admin: {socket: %s}
+log: {format: json}
+`, port, mport, sock))
+
+	if m := next(t, got, 20*time.Second, "READY=1", "WATCHDOG=1"); m != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", m)
+	}
+	// READY=1 is sent only after every listener is up: all accept now.
+	for _, a := range []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))} {
+		c, err := net.Dial("tcp", a)
+		if err != nil {
+			t.Fatalf("%s not accepting at READY=1: %v", a, err)
+		}
+		c.Close()
+	}
+	if c, err := net.Dial("unix", sock); err != nil {
+		t.Fatalf("admin socket not accepting at READY=1: %v", err)
+	} else {
+		c.Close()
+	}
+	if m := next(t, got, 10*time.Second, "STATUS="); !strings.Contains(m, "0 clients") {
+		t.Errorf("status %q", m)
+	}
+	start := time.Now()
+	for range 4 {
+		next(t, got, 10*time.Second, "WATCHDOG=1")
+	}
+	if el := time.Since(start); el < 3*100*time.Millisecond-20*time.Millisecond {
+		t.Errorf("4 pings in %v: faster than every WATCHDOG_USEC/2", el)
+	}
+
+	// Wedged: the probe hangs, the pings stop.
+	stalled.Store(true)
+	time.Sleep(300 * time.Millisecond) // a ping already under way may arrive
+	for len(got) > 0 {
+		<-got
+	}
+	time.Sleep(time.Second)
+	for len(got) > 0 {
+		if m := <-got; m == "WATCHDOG=1" {
+			t.Fatal("watchdog fed while the liveness probe was stalled")
+		}
+	}
+	if !strings.Contains(logs.String(), "liveness probe failed") {
+		t.Error("stalled probe not logged")
+	}
+	stalled.Store(false)
+	close(release)
+	next(t, got, 10*time.Second, "WATCHDOG=1")
+
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	next(t, got, 10*time.Second, "STOPPING=1")
+	waitExit(t, rc, logs)
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("admin socket left behind: %v", err)
+	}
+}
+
+// A client connected through the gateway keeps working across a reload
+// (data verified before and after); the reload's change is in force
+// (metrics.sessions turned on serves /debug/sessions); a bad file is
+// rejected, counted, and changes nothing; `rdmagw sessions` lists the
+// client with its bytes; `rdmagw drain` stops the gateway.
+func TestServeReloadSessionsDrain(t *testing.T) {
+	mem := nfsmem.New(nfsmem.Config{})
+	baddr, err := mem.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	bhost, bport, _ := net.SplitHostPort(baddr.String())
+	port, mport := freeLoopbackPort(t), freeLoopbackPort(t)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	config := func(extra string) string {
+		return fmt.Sprintf(`
+listen: {address: 127.0.0.1, port: %d}
+backend: {address: %s, port: %s}
+pool: {max_bytes: 64MiB}
+admin: {socket: %s}
+log: {format: json}
+%s`, port, bhost, bport, sock, extra)
+	}
+	path, logs, rc := startServe(t, config(`metrics: {listen: "127.0.0.1:`+strconv.Itoa(mport)+`"}`))
+	waitLog(t, logs, `"@message":"ready"`)
+
+	ctx := nfstest.Ctx(t)
+	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &nfsclient.V3{T: tr}
+	nfstest.V3RoundTrip(t, ctx, c, root, "before", 300<<10, nfsproto.FileSync, "")
+
+	metricsURL := "http://127.0.0.1:" + strconv.Itoa(mport)
+	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusNotFound {
+		t.Fatalf("/debug/sessions answered %d with metrics.sessions off", code)
+	}
+	// Reload: metrics.sessions on (live), rdma.credits (new connections),
+	// metrics.listen (restart only).
+	os.WriteFile(path, []byte(config(`metrics: {listen: "127.0.0.1:1", sessions: true}
+rdma: {credits: 32}`)), 0o644)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitLog(t, logs, `"@message":"configuration reloaded"`)
+	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusOK {
+		t.Fatalf("/debug/sessions answered %d after turning metrics.sessions on", code)
+	}
+	if !strings.Contains(logs.String(), `"fields":["metrics.listen"]`) {
+		t.Errorf("restart-only field not reported:\n%s", grepLines(logs.String(), "reload"))
+	}
+	nfstest.V3RoundTrip(t, ctx, c, root, "after-reload", 300<<10, nfsproto.FileSync, "")
+
+	// A bad file: rejected, nothing changes.
+	os.WriteFile(path, []byte(config("rdma: {credits: 0}")), 0o644)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitLog(t, logs, `"@message":"configuration reload rejected; running configuration unchanged"`)
+	if !strings.Contains(logs.String(), "config: rdma.credits: must be between 1 and 4096") {
+		t.Errorf("rejection reason not logged:\n%s", grepLines(logs.String(), "reload"))
+	}
+	body := httpGet(t, metricsURL+"/metrics")
+	for _, want := range []string{`rdmagw_config_reloads_total{mode="forward",result="applied"} 1`, `rdmagw_config_reloads_total{mode="forward",result="rejected"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(body, "reloads"))
+		}
+	}
+	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusOK {
+		t.Fatalf("/debug/sessions answered %d after a rejected reload", code)
+	}
+	nfstest.V3RoundTrip(t, ctx, c, root, "after-bad-reload", 300<<10, nfsproto.FileSync, "")
+
+	// The live view, as a table and as JSON, over the admin socket.
+	var out, errb bytes.Buffer
+	if code := run([]string{"sessions", "-s", sock, "-json"}, &out, &errb); code != 0 {
+		t.Fatalf("sessions -json: %d %s", code, errb.String())
+	}
+	var s gateway.Sessions
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || len(s.Clients) != 1 {
+		t.Fatalf("sessions JSON: %v\n%s", err, out.String())
+	}
+	cl := s.Clients[0]
+	if cl.BytesIn < 3*300<<10 || cl.BytesOut < 3*300<<10 || cl.CreditsGranted != gateway.DefaultCredits {
+		t.Errorf("client %+v: want >= %d bytes each way and the credits it connected with", cl, 3*300<<10)
+	}
+	out.Reset()
+	if code := run([]string{"sessions", "-u", metricsURL}, &out, &errb); code != 0 {
+		t.Fatalf("sessions: %d %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), cl.Peer) || !strings.Contains(out.String(), "forward gateway on") || !strings.Contains(out.String(), "1 clients") {
+		t.Errorf("sessions table:\n%s", out.String())
+	}
+	t.Logf("rdmagw sessions:\n%s", out.String())
+
+	out.Reset()
+	if code := run([]string{"drain", "-s", sock, "-wait", "20s"}, &out, &errb); code != 0 {
+		t.Fatalf("drain: %d %s %s", code, out.String(), errb.String())
+	}
+	waitExit(t, rc, logs)
+	for _, want := range []string{`"@message":"stop requested"`, `"@message":"drained: every call in flight answered"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+}
+
+func waitLog(t *testing.T, logs *syncBuffer, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the log:\n%s", s, logs.String())
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

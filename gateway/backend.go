@@ -29,14 +29,20 @@ import (
 // hung connection, a reply that cannot be carried); it ends when a
 // connection has carried a reply and lived reconnect_backoff_max. If an
 // episode lasts give_up_after, the RDMA client is disconnected. It
-// returns when ctx ends (the client is gone) or after giving up.
-func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendDialer) {
+// returns when ctx ends (the client is gone) or after giving up (nil),
+// or when s.be.pause closes: then it returns the connection, open, with
+// its goroutines stopped between records (park.go), or nil if it had none
+// or could not stop it cleanly.
+func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendDialer) *net.TCPConn {
 	b := &s.cfg.Backend
 	for {
 		up := time.Now()
 		err := s.serveBackend(ctx, conn)
-		if ctx.Err() != nil {
-			return
+		if errors.Is(err, errPaused) {
+			return conn
+		}
+		if ctx.Err() != nil || s.pausing() {
+			return nil
 		}
 		now := time.Now()
 		if s.be.gotReply.Load() && now.Sub(up) >= b.ReconnectMax {
@@ -49,7 +55,7 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 			"backend", d.addr, "local", localAddr(conn), "error", err)
 		conn = s.reconnect(ctx, d)
 		if conn == nil {
-			return
+			return nil
 		}
 		s.met.reconnects.Inc()
 		s.resetBackchannel()
@@ -75,6 +81,29 @@ type beState struct {
 	pingXID  uint32 // its XID, unlike any outstanding call's
 	pingProg uint32 // the program and version of the last call sent
 	pingVers uint32 // (writer only)
+
+	// Parking (park.go): pause closes when the client has gone and the
+	// connection is to be kept; paused is set once serveBackend is
+	// stopping the connection's goroutines for that.
+	pause  chan struct{}
+	paused atomic.Bool
+	// rr reads rrConn; kept across a pause so that the bytes it has read
+	// ahead and its place in the record stream are not lost.
+	rr     *tcprpc.RecordReader
+	rrConn *net.TCPConn
+}
+
+// errPaused: the connection's goroutines stopped for parking.
+var errPaused = errors.New("backend connection paused for a reconnecting client")
+
+// pausing reports whether s.be.pause has closed.
+func (s *session) pausing() bool {
+	select {
+	case <-s.be.pause:
+		return true
+	default:
+		return false
+	}
 }
 
 // maxReplyBreaks: a call during whose reply the backend connection broke
@@ -101,6 +130,8 @@ func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn 
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil
+		case <-s.be.pause:
+			return nil // nothing to keep
 		}
 		var conn *net.TCPConn
 		conn, err = d.dial(ctx)
@@ -179,9 +210,11 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	}
 	var wg sync.WaitGroup
 	wg.Add(3)
+	var werr error
 	go func() {
 		defer wg.Done()
-		stop(s.writeCalls(conn, done))
+		werr = s.writeCalls(conn, done)
+		stop(werr)
 	}()
 	go func() {
 		defer wg.Done()
@@ -197,6 +230,21 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	case <-ctx.Done():
 		stop(ctx.Err())
 	case <-done:
+	case <-s.be.pause:
+		// Stop the goroutines without closing: the deadline wakes a
+		// blocked read (the record reader resumes where it stopped) or
+		// write (a record half written spoils the stream: then close).
+		s.be.paused.Store(true)
+		conn.SetDeadline(time.Now())
+		once.Do(func() { first = errPaused; close(done) })
+		wg.Wait()
+		s.be.paused.Store(false)
+		if first != errPaused || werr != nil {
+			conn.Close()
+			return errors.Join(first, werr)
+		}
+		conn.SetDeadline(time.Time{})
+		return errPaused
 	}
 	wg.Wait()
 	return first
@@ -456,7 +504,13 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	// payload one read() may pull in ahead of its buffer (to be copied
 	// once more): 16 KiB keeps that under 2% of a 1 MiB READ.
 	const peekMax = 16 << 10
-	rr := tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
+	rr := s.be.rr
+	if rr != nil && s.be.rrConn == conn {
+		rr.Resume() // the connection was paused
+	} else {
+		rr = tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
+		s.be.rr, s.be.rrConn = rr, conn
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	lim := s.cfg.CarryLimits()
@@ -464,6 +518,9 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	var rh tcprpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {
+			if s.be.paused.Load() {
+				return errPaused
+			}
 			if errors.Is(err, io.EOF) {
 				return errors.New("backend closed the connection")
 			}
@@ -474,6 +531,9 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 		s.be.lastRecv.Store(time.Now().UnixNano())
 		head, err := rr.Peek(maxReplyHeader)
 		if err != nil && err != io.EOF {
+			if s.be.paused.Load() {
+				return errPaused
+			}
 			s.met.backendError("read")
 			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
 				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
@@ -521,6 +581,9 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 		if err := rb.build(pc, hdrLen, walk); err != nil {
 			if errors.Is(err, errConnGoing) {
 				return err
+			}
+			if s.be.paused.Load() {
+				return errPaused
 			}
 			s.met.backendError("read")
 			s.replyBroken(pc, done, err)

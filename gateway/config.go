@@ -89,6 +89,11 @@ type BackendConfig struct {
 	// this long counts the connection hung: it is closed and re-established
 	// like a failed one.
 	PingTimeout time.Duration `yaml:"ping_timeout"`
+	// ReconnectGrace (forward): when a client disconnects, its backend
+	// connection stays open this long for a client reconnecting from the
+	// same IP address, so its retransmissions reach the server from the
+	// same source port (park.go); 0 closes it at once.
+	ReconnectGrace time.Duration `yaml:"reconnect_grace"`
 }
 
 // ReverseConfig tunes reverse mode (TCP clients → RDMA server).
@@ -182,6 +187,7 @@ const (
 	DefaultGiveUpAfter    = 60 * time.Second
 	DefaultBackendPing    = 10 * time.Second
 	DefaultBackendPingTO  = 10 * time.Second
+	DefaultReconnectGrace = 90 * time.Second
 	PolicyPerClient       = "per_client"
 )
 
@@ -225,6 +231,7 @@ func DefaultConfig() Config {
 			MaxReplyBytes:    ByteSize(defaultMaxReply),
 			PingInterval:     DefaultBackendPing,
 			PingTimeout:      DefaultBackendPingTO,
+			ReconnectGrace:   DefaultReconnectGrace,
 		},
 		RDMA: RDMAConfig{
 			Credits:             DefaultCredits,

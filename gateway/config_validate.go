@@ -77,6 +77,9 @@ func (c *Config) Validate() error {
 	if b.PingInterval > 0 {
 		checkDuration(bad, "backend.ping_timeout", b.PingTimeout, 0)
 	}
+	if b.ReconnectGrace < 0 {
+		bad("backend.reconnect_grace", "must not be negative (0 closes at once; got %v)", b.ReconnectGrace)
+	}
 	if b.ConnectionPolicy != PolicyPerClient {
 		bad("backend.connection_policy", `must be %q (got %q)`, PolicyPerClient, b.ConnectionPolicy)
 	}

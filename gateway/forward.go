@@ -29,6 +29,7 @@ type Forward struct {
 	backend   string
 	metrics   *metricsServer
 	relay     *auxrelay.Relay // nil unless aux_relay.enabled
+	parked    parkedSessions  // backend connections kept for reconnecting clients (park.go)
 
 	wg sync.WaitGroup // sessions and connection setups
 
@@ -49,6 +50,7 @@ func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
 	f := &Forward{cfg: cfg, log: log, met: NewMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
 	f.reload.init(cfg)
+	f.parked.met, f.parked.log = f.met, log
 	if err := f.open(); err != nil {
 		f.Close()
 		return nil, err
@@ -133,6 +135,7 @@ func (f *Forward) Pool() *rdmarpc.Pool { return f.pool }
 // abandons their outstanding calls and returns once all sessions are
 // gone. It returns nil after a shutdown through ctx.
 func (f *Forward) Serve(ctx context.Context) (err error) {
+	defer f.parked.closeAll() // after the sessions, which may park theirs
 	defer f.wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,8 +189,16 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	defer disconnect()
 	peer := req.RemoteAddr().String()
 	cfg := f.reload.conn() // a reload applies to the connections made after it
-	d := &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
-	conn, err := d.dial(ctx)
+	id := clientIdentity(req.RemoteAddr())
+	s, conn := f.parked.claim(id) // the backend connection of its last transport
+	var d *backendDialer
+	var err error
+	if s != nil {
+		d = s.dialer
+	} else {
+		d = &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
+		conn, err = d.dial(ctx)
+	}
 	if err != nil {
 		f.met.rejected("backend_unavailable")
 		f.met.backendError("connect")
@@ -215,10 +226,15 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	}
 	f.log.Info("client connected", "peer", peer, "credits", cfg.RDMA.Credits,
 		"inline_send", rc.InlineSend(), "inline_recv", int(cfg.RDMA.InlineRecv),
-		"backend", f.backend, "backend_local", localAddr(conn))
+		"backend", f.backend, "backend_local", localAddr(conn), "backend_kept", s != nil)
 	f.met.creditsGranted.Add(float64(cfg.RDMA.Credits))
 	defer f.met.creditsGranted.Sub(float64(cfg.RDMA.Credits))
-	s := newSession(rc, cfg, f.log.Named("session"), f.met, f.pool)
+	if s != nil {
+		s.attach(rc, cfg)
+		f.met.be.kept.Inc()
+	} else {
+		s = newSession(rc, cfg, f.log.Named("session"), f.met, f.pool)
+	}
 	ops.init(time.Now())
 	s.ops = ops
 	s.dialer = d
@@ -228,7 +244,9 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		disconnect()
 	}
 	defer f.clients.remove(s)
-	s.run(ctx, conn, d)
+	if kept := s.run(ctx, conn, d); kept != nil {
+		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
+	}
 }
 
 func (f *Forward) allowedPeer(a net.Addr) bool {

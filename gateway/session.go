@@ -237,13 +237,17 @@ func localAddr(c net.Conn) string {
 
 // run serves the session until the client goes, ctx ends or the backend
 // is given up on, then releases everything. conn is the backend
-// connection dialed before the client was accepted.
-func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) {
+// connection dialed before the client was accepted. When the client
+// goes by itself and backend.reconnect_grace is set, it returns the
+// backend connection, still open, to be kept for the client's
+// reconnect (park.go); otherwise nil.
+func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) (kept *net.TCPConn) {
 	bctx, stopBackend := context.WithCancel(ctx)
 	backendDone := make(chan struct{})
+	s.be.pause = make(chan struct{})
 	go func() {
 		defer close(backendDone)
-		s.runBackend(bctx, conn, d)
+		kept = s.runBackend(bctx, conn, d)
 	}()
 	bcDone := make(chan struct{})
 	go func() {
@@ -251,6 +255,10 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 		s.runBackchannel(bctx)
 	}()
 	serveErr := s.rc.Serve(ctx, s)
+	if s.cfg.Backend.ReconnectGrace > 0 && ctx.Err() == nil {
+		close(s.be.pause)
+		<-backendDone
+	}
 	stopBackend()
 	<-backendDone
 	<-bcDone
@@ -268,6 +276,7 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 		// reason: client (it disconnected, e.g. an unmount), shutdown, backend_gone
 		s.log.Info("client disconnected", "peer", s.peer, "reason", why)
 	}
+	return kept
 }
 
 func errString(err error) string {

@@ -471,3 +471,9 @@ func (rr *RecordReader) Records() int64 { return rr.records }
 // can still see the beginning of the refused record (an RPC reply's XID)
 // to report which call it answered.
 func (rr *RecordReader) Unread() []byte { return rr.buf[rr.r:rr.w] }
+
+// Resume forgets the error the underlying reader returned, such as an
+// expired deadline the caller set to stop a blocked read, so that reading
+// goes on where it stopped: bytes already buffered are kept, and a record
+// left half read is skipped by the next Next. Framing errors stay sticky.
+func (rr *RecordReader) Resume() { rr.rerr = nil }

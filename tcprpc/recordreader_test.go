@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestRecordReaderSingleFragment(t *testing.T) {
@@ -470,5 +472,33 @@ func TestRecordReaderUnreadAfterTooLarge(t *testing.T) {
 	u := rr.Unread()
 	if len(u) < 8 || !bytes.Equal(u[:8], stream[:8]) {
 		t.Fatalf("Unread = %x...; want the refused header and data %x", u[:min(len(u), 8)], stream[:8])
+	}
+}
+
+// A read stopped by a deadline resumes where it stopped: the record it
+// was in is skipped by Next and the next one reads whole.
+func TestRecordReaderResumeAfterDeadline(t *testing.T) {
+	client, server := tcpPair(t)
+	rr := NewRecordReader(server, nil)
+	rec1, rec2 := seq(1, 1000), seq(2, 300)
+	stream := cat(frag(true, rec1), frag(true, rec2))
+	if _, err := client.Write(stream[:500]); err != nil {
+		t.Fatal(err)
+	}
+	if err := rr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	server.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := rr.ReadFull(make([]byte, 1000)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadFull past the deadline = %v", err)
+	}
+	server.SetReadDeadline(time.Time{})
+	rr.Resume()
+	if _, err := client.Write(stream[500:]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rr.ReadRecord(nil)
+	if err != nil || !bytes.Equal(got, rec2) {
+		t.Fatalf("record after resuming = %d bytes, %v; want the second record", len(got), err)
 	}
 }

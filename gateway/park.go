@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/rdmagw/rdmagw/rdmarpc"
+)
+
+// Backend connections kept across client reconnects.
+//
+// The Linux client reconnects after an RPC timeout and sends every
+// outstanding call again, with the same XID. The server's duplicate
+// request cache is keyed on the client's address and port (NFSv3,
+// NFSv4.0): only a retransmission from the same source port finds the
+// cached reply of a non-idempotent call that already executed. So when a
+// client disconnects by itself, its session is parked: the backend
+// goroutines stop between records (runBackend's pause), the connection
+// stays open, and a client from the same IP address within
+// backend.reconnect_grace takes the session over, connection, record
+// reader and backoff state included. Parked sessions hold no goroutine
+// and no pool memory; their calls were abandoned when the client left.
+//
+// Identity is the client's IP address (clientIdentity): RDMA reconnects
+// come from a new port. A host has one transport per server, or nconnect
+// of them; parked sessions of one address are handed out oldest first.
+
+// parkedSessions holds the sessions waiting for their client.
+type parkedSessions struct {
+	mu     sync.Mutex
+	byID   map[string][]*parkedSession
+	closed bool
+	met    *Metrics
+	log    hclog.Logger
+}
+
+type parkedSession struct {
+	s     *session
+	conn  *net.TCPConn
+	timer *time.Timer
+}
+
+// clientIdentity is the IP address of a client's transport address.
+func clientIdentity(a net.Addr) string {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return host
+	}
+	return a.String()
+}
+
+// park keeps s and its open backend connection for grace.
+func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace time.Duration) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		conn.Close()
+		return
+	}
+	if p.byID == nil {
+		p.byID = make(map[string][]*parkedSession)
+	}
+	ps := &parkedSession{s: s, conn: conn}
+	p.byID[id] = append(p.byID[id], ps)
+	ps.timer = time.AfterFunc(grace, func() {
+		if p.remove(id, ps) {
+			p.log.Info("backend connection closed: the client did not come back within backend.reconnect_grace",
+				"client", id, "backend_local", localAddr(conn), "reconnect_grace", grace)
+			conn.Close()
+		}
+	})
+	p.mu.Unlock()
+	p.met.be.parked.Inc()
+	p.log.Info("client gone; backend connection kept for its reconnect", "client", id,
+		"backend_local", localAddr(conn), "reconnect_grace", grace)
+}
+
+// remove takes ps out if it is still parked.
+func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.byID[id]
+	for i, q := range list {
+		if q == ps {
+			list = append(list[:i], list[i+1:]...)
+			if len(list) == 0 {
+				delete(p.byID, id)
+			} else {
+				p.byID[id] = list
+			}
+			p.met.be.parked.Dec()
+			return true
+		}
+	}
+	return false
+}
+
+// claim returns the oldest session parked for id and its backend
+// connection, or nil.
+func (p *parkedSessions) claim(id string) (*session, *net.TCPConn) {
+	p.mu.Lock()
+	list := p.byID[id]
+	if len(list) == 0 {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	ps := list[0]
+	p.mu.Unlock()
+	if !p.remove(id, ps) {
+		return nil, nil // its grace ran out meanwhile
+	}
+	ps.timer.Stop()
+	return ps.s, ps.conn
+}
+
+// closeAll closes every parked connection and parks no more (shutdown).
+func (p *parkedSessions) closeAll() {
+	p.mu.Lock()
+	p.closed = true
+	var all []*parkedSession
+	for _, list := range p.byID {
+		all = append(all, list...)
+	}
+	clear(p.byID)
+	p.mu.Unlock()
+	for _, ps := range all {
+		ps.timer.Stop()
+		ps.conn.Close()
+		p.met.be.parked.Dec()
+	}
+}
+
+// attach gives a parked session its client's new connection. The
+// session's goroutines are all stopped.
+func (s *session) attach(rc *rdmarpc.ResponderConn, cfg *Config) {
+	s.mu.Lock()
+	s.rc, s.cfg, s.peer = rc, cfg, rc.RemoteAddr()
+	s.closing, s.giveUp = false, false
+	s.mu.Unlock()
+	s.initBackchannel()
+}

@@ -1,0 +1,141 @@
+package gateway_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+const (
+	nfs3Rename   = 14
+	nfs3ErrNoent = 2
+	nfs3ErrExist = 17
+)
+
+// A client reconnects in the middle of non-idempotent calls whose
+// replies were lost (the server executed them) and sends them again
+// with the same XIDs, as the Linux client does after a timeout. The
+// gateway keeps the backend connection for the reconnecting client, so
+// nfs-ganesha's duplicate request cache answers the retransmissions with
+// the original results instead of running them again (which would give
+// NFS3ERR_NOENT for REMOVE and RENAME and NFS3ERR_EXIST for a GUARDED
+// CREATE).
+func TestForwardReconnectKeepsBackendForDRC(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	if g.Dir == "" {
+		t.Skip("external ganesha: its directory cannot be checked")
+	}
+	px := startProxy(t, g.NFSAddr)
+	gw := startGateway(t, px.addr(), nil) // the default reconnect_grace
+	root := mount3(t, g.MountAddr, g.Export)
+	c1 := dialRDMA(t, gw.Addr().String())
+	n := &nfs3{c: c1, t: t}
+	n.create(root, "doomed")
+	n.create(root, "from")
+
+	sattrNone := new(enc).u32(0).u32(0).u32(0).u32(0).u32(0).u32(0).b // sattr3: nothing set
+	calls := []struct {
+		what string
+		proc uint32
+		args []byte
+		xid  uint32
+	}{
+		{"REMOVE doomed", nfs3Remove, new(enc).opaque(root).str("doomed").b, 0},
+		{"RENAME from to", nfs3Rename, new(enc).opaque(root).str("from").opaque(root).str("to").b, 0},
+		{"CREATE GUARDED fresh", nfs3Create, append(new(enc).opaque(root).str("fresh").u32(1).b, sattrNone...), 0},
+	}
+	for i := range calls {
+		calls[i].xid = testXID.Add(1)
+	}
+	px.hold.Store(true) // the server executes them; the replies are lost
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c1.callRaw(ctx, call.xid, encodeCall(call.xid, ulb.ProgNFS, 3, call.proc, call.args))
+		}()
+	}
+	exists := func(name string) bool { _, err := os.Stat(filepath.Join(g.Dir, name)); return err == nil }
+	waitFor(t, 20*time.Second, "the server to execute the calls", func() bool {
+		return !exists("doomed") && !exists("from") && exists("to") && exists("fresh")
+	})
+	// The client's transport goes; a new one from the same address
+	// sends the same calls again.
+	cancel()
+	c1.close()
+	wg.Wait()
+	m := gw.Metrics()
+	waitFor(t, 10*time.Second, "the backend connection to be parked", func() bool {
+		return metric(t, m, "rdmagw_backend_connections_parked") == 1
+	})
+	px.hold.Store(false)
+	c2 := dialRDMA(t, gw.Addr().String())
+	for _, call := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		rep, err := c2.callRaw(ctx, call.xid, encodeCall(call.xid, ulb.ProgNFS, 3, call.proc, call.args))
+		cancel()
+		if err != nil {
+			t.Fatalf("%s sent again: %v", call.what, err)
+		}
+		var h tcprpc.ReplyHeader
+		hl, err := h.Decode(rep)
+		if err != nil || h.AcceptStat != tcprpc.Success {
+			t.Fatalf("%s sent again: reply %+v, %v", call.what, h, err)
+		}
+		d := xdr.NewDecoder(rep[hl:])
+		if st, _ := d.Uint32(); st != 0 {
+			t.Errorf("%s sent again: nfsstat3 %d, want NFS3_OK from the duplicate request cache (%d: NOENT, %d: EXIST: executed twice)",
+				call.what, st, nfs3ErrNoent, nfs3ErrExist)
+		}
+	}
+	if v := metric(t, m, "rdmagw_backend_connections_kept_total"); v != 1 {
+		t.Errorf("backend connections kept = %v, want 1", v)
+	}
+	if v := metric(t, m, "rdmagw_backend_connections_parked"); v != 0 {
+		t.Errorf("backend connections parked = %v after the client came back", v)
+	}
+	if ports := px.ports(); len(ports) != 1 {
+		t.Errorf("backend connections from source ports %v: want one, kept across the client's reconnect", ports)
+	}
+}
+
+// With reconnect_grace 0 the backend connection ends with the client's;
+// a parked one not taken up is closed when its grace runs out.
+func TestForwardParkedBackendExpires(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startProxy(t, g.NFSAddr)
+	gw := startGateway(t, px.addr(), func(c *gateway.Config) { c.Backend.ReconnectGrace = 200 * time.Millisecond })
+	c := dialRDMA(t, gw.Addr().String())
+	if err := null3(c, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	m := gw.Metrics()
+	waitFor(t, 10*time.Second, "the backend connection to be parked", func() bool {
+		return metric(t, m, "rdmagw_backend_connections_parked") == 1
+	})
+	waitFor(t, 10*time.Second, "the parked connection to expire", func() bool {
+		return metric(t, m, "rdmagw_backend_connections_parked") == 0
+	})
+	c2 := dialRDMA(t, gw.Addr().String())
+	if err := null3(c2, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, m, "rdmagw_backend_connections_kept_total"); v != 0 {
+		t.Errorf("kept = %v after the grace ran out", v)
+	}
+	if ports := px.ports(); len(ports) != 2 {
+		t.Errorf("backend connections %v: want a new one after the grace", ports)
+	}
+}

@@ -87,6 +87,9 @@ type beState struct {
 	// stopping the connection's goroutines for that.
 	pause  chan struct{}
 	paused atomic.Bool
+	// onLeave is called (by run) when the client has gone and the
+	// connection is about to be paused for parking.
+	onLeave func()
 	// rr reads rrConn; kept across a pause so that the bytes it has read
 	// ahead and its place in the record stream are not lost.
 	rr     *tcprpc.RecordReader

@@ -244,8 +244,13 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		disconnect()
 	}
 	defer f.clients.remove(s)
+	leaving := false
+	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
 	if kept := s.run(ctx, conn, d); kept != nil {
 		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
+	}
+	if leaving {
+		f.parked.leave(id, -1)
 	}
 }
 

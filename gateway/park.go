@@ -30,11 +30,15 @@ import (
 
 // parkedSessions holds the sessions waiting for their client.
 type parkedSessions struct {
-	mu     sync.Mutex
-	byID   map[string][]*parkedSession
-	closed bool
-	met    *Metrics
-	log    hclog.Logger
+	mu   sync.Mutex
+	byID map[string][]*parkedSession
+	// leaving counts, per identity, the sessions whose client has gone
+	// and which are stopping their backend goroutines to park: a client
+	// reconnecting at once waits for them (claim).
+	leaving map[string]int
+	closed  bool
+	met     *Metrics
+	log     hclog.Logger
 }
 
 type parkedSession struct {
@@ -53,6 +57,23 @@ func clientIdentity(a net.Addr) string {
 	}
 	return a.String()
 }
+
+// leave marks a session of id as on its way to park (done: it parked or
+// gave up parking).
+func (p *parkedSessions) leave(id string, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leaving == nil {
+		p.leaving = make(map[string]int)
+	}
+	if p.leaving[id] += delta; p.leaving[id] <= 0 {
+		delete(p.leaving, id)
+	}
+}
+
+// claimWait bounds how long a client waits for a session of its address
+// to finish parking: its goroutines stop within milliseconds.
+const claimWait = time.Second
 
 // park keeps s and its open backend connection for grace.
 func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace time.Duration) {
@@ -101,21 +122,27 @@ func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
 }
 
 // claim returns the oldest session parked for id and its backend
-// connection, or nil.
+// connection, or nil. While a session of id is still on its way to park
+// (the client reconnected before the gateway finished with its old
+// connection), it waits for it, up to claimWait.
 func (p *parkedSessions) claim(id string) (*session, *net.TCPConn) {
-	p.mu.Lock()
-	list := p.byID[id]
-	if len(list) == 0 {
+	deadline := time.Now().Add(claimWait)
+	for {
+		p.mu.Lock()
+		list, leaving := p.byID[id], p.leaving[id]
 		p.mu.Unlock()
-		return nil, nil
+		if len(list) > 0 {
+			if !p.remove(id, list[0]) {
+				continue // its grace ran out meanwhile
+			}
+			list[0].timer.Stop()
+			return list[0].s, list[0].conn
+		}
+		if leaving == 0 || time.Now().After(deadline) {
+			return nil, nil
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	ps := list[0]
-	p.mu.Unlock()
-	if !p.remove(id, ps) {
-		return nil, nil // its grace ran out meanwhile
-	}
-	ps.timer.Stop()
-	return ps.s, ps.conn
 }
 
 // closeAll closes every parked connection and parks no more (shutdown).

@@ -256,6 +256,7 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 	}()
 	serveErr := s.rc.Serve(ctx, s)
 	if s.cfg.Backend.ReconnectGrace > 0 && ctx.Err() == nil {
+		s.be.onLeave()
 		close(s.be.pause)
 		<-backendDone
 	}

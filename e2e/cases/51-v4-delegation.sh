@@ -33,7 +33,8 @@
 # RPC-over-RDMA to knfsd. A's session binds the back channel through the
 # gateway, so knfsd sends CB_NULL and CB_RECALL as backward-direction calls
 # on the gateway's RDMA connection (RFC 8167), which relays them to A's TCP
-# connection and A's replies back; the same checks, 1-4.
+# connection and A's replies back; the same checks, 1-4 (a gateway that drops
+# them fails 2: knfsd 6.1 grants the delegation and says UP all the same).
 # E2E_DELEG_VERSIONS="" or E2E_DELEG_REVERSE_VERSIONS="" skips a part.
 # e2e-timeout: 720
 . "$E2E_VM/lib.sh"

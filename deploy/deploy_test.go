@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -603,8 +604,9 @@ func contains(l []string, s string) bool {
 // ---- systemd ----
 
 // TestSystemdUnits checks what the units must keep: the config path of
-// each, the start type (the binary has no sd_notify), and the RDMA
-// prerequisites. systemd-analyze verify checks the syntax (README).
+// each, Type=notify with a watchdog and a reload, a stop timeout above
+// the default shutdown.drain_timeout, and the RDMA prerequisites.
+// systemd-analyze verify checks the syntax (README).
 func TestSystemdUnits(t *testing.T) {
 	for unit, cfg := range map[string]string{
 		"systemd/rdmagw.service":  "/etc/rdmagw/forward.yaml",
@@ -628,7 +630,9 @@ func TestSystemdUnits(t *testing.T) {
 			kv[k] = append(kv[k], v)
 		}
 		want := map[string]string{
-			"Type":                  "exec",
+			"Type":                  "notify",
+			"ExecReload":            "/bin/kill -HUP $MAINPID",
+			"WatchdogSec":           "30s",
 			"Restart":               "on-failure",
 			"LimitMEMLOCK":          "infinity",
 			"NoNewPrivileges":       "yes",
@@ -640,6 +644,9 @@ func TestSystemdUnits(t *testing.T) {
 			if got := kv[k]; len(got) != 1 || got[0] != v {
 				t.Errorf("%s: %s=%v, want %s", unit, k, got, v)
 			}
+		}
+		if stop, err := time.ParseDuration(strings.Join(kv["TimeoutStopSec"], "")); err != nil || stop <= gateway.DefaultDrainTimeout {
+			t.Errorf("%s: TimeoutStopSec=%v must exceed shutdown.drain_timeout's default %v (%v)", unit, kv["TimeoutStopSec"], gateway.DefaultDrainTimeout, err)
 		}
 		if !contains(kv["DeviceAllow"], "/dev/infiniband/rdma_cm rw") {
 			t.Errorf("%s: DeviceAllow %v lacks /dev/infiniband/rdma_cm", unit, kv["DeviceAllow"])

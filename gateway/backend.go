@@ -517,7 +517,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	lim := s.cfg.CarryLimits()
-	rb := replyBuilder{rr: rr, pool: s.pool, peekMax: peekMax, done: done, timer: timer, lim: &lim}
+	rb := replyBuilder{rr: rr, pool: s.pool, quota: s.replyQuota, peekMax: peekMax, done: done, timer: timer, lim: &lim}
 	var rh tcprpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {

@@ -37,6 +37,9 @@ type Config struct {
 	// client (backchannel.go), reverse mode from the RDMA connection to
 	// the TCP client (reverse_backchannel.go).
 	Backchannel BackchannelConfig `yaml:"backchannel"`
+	// Connections (forward mode) bounds what one RDMA client connection
+	// may take of the gateway (config_conns.go).
+	Connections ConnectionsConfig `yaml:"connections"`
 	Pool        PoolConfig        `yaml:"pool"`
 	Metrics     MetricsConfig     `yaml:"metrics"`
 	Log         LogConfig         `yaml:"log"`
@@ -257,6 +260,7 @@ func DefaultConfig() Config {
 		},
 		AuxRelay:    auxrelay.DefaultConfig(),
 		Backchannel: DefaultBackchannel,
+		Connections: DefaultConnections,
 		Pool: PoolConfig{
 			MaxBytes:  DefaultPoolMaxBytes,
 			SlabBytes: 4 << 20,

@@ -53,6 +53,7 @@ func (c *Config) Validate() error {
 	c.validateAuxRelay(bad)
 	c.validateBackchannel(bad)
 	c.validateOps(bad)
+	c.validateConnections(bad)
 	for i, n := range c.Listen.AllowedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			bad(fmt.Sprintf("listen.allowed_networks[%d]", i), "not a CIDR prefix such as 10.0.0.0/8: %q", n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +31,11 @@ type Forward struct {
 	metrics   *metricsServer
 	relay     *auxrelay.Relay // nil unless aux_relay.enabled
 	parked    parkedSessions  // backend connections kept for reconnecting clients (park.go)
+	// recvPool holds the connections' receive buffers; callQuota bounds
+	// the Read chunk memory of all calls together (config_conns.go).
+	recvPool  *rdmarpc.Pool
+	callQuota *rdmarpc.Quota
+	conns     connCounter
 
 	wg sync.WaitGroup // sessions and connection setups
 
@@ -97,6 +103,9 @@ func (f *Forward) open() error {
 	err := f.rdmaStack.open(cfg, "listen.provider", cfg.Listen.Provider, listen, f.met)
 	if err != nil {
 		return err
+	}
+	if err := f.openRecvPool(); err != nil {
+		return fmt.Errorf("receive pool: %w", err)
 	}
 	if f.ln, err = f.dev.Listen(listen); err != nil {
 		return fmt.Errorf("listen for RDMA clients on %s: %w", listen, err)
@@ -173,9 +182,19 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 			req.Reject(nil)
 			continue
 		}
+		ip := peerIP(req.RemoteAddr())
+		lim := f.reload.conn().Connections
+		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
+			f.met.rejected(reason)
+			f.log.Warn("connection request rejected: connection limit reached", "peer", req.RemoteAddr().String(),
+				"reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
+			req.Reject(nil)
+			continue
+		}
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			defer f.conns.leave(ip)
 			f.serveClient(ctx, req)
 		}()
 	}
@@ -207,17 +226,7 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		return
 	}
 	ops := new(clientOps) // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.dev, rdmarpc.ResponderConfig{
-		Credits:             cfg.RDMA.Credits,
-		InlineRecv:          int(cfg.RDMA.InlineRecv),
-		InlineSend:          int(cfg.RDMA.InlineSend),
-		MaxReadsOutstanding: cfg.RDMA.MaxReadsOutstanding,
-		Limits:              cfg.RDMALimits(),
-		Pool:                f.pool,
-		Logger:              f.log.Named("rdma"),
-		Metrics:             sessionMetrics{f.met, ops},
-		Backchannel:         cfg.ResponderBackchannel(),
-	})
+	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, sessionMetrics{f.met, ops}))
 	if err != nil {
 		conn.Close()
 		f.met.rejected("accept_failed")
@@ -254,6 +263,52 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	}
 }
 
+// peerIP is a connection request's source IP (the zero Addr if it has
+// none).
+func peerIP(a net.Addr) netip.Addr {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// connCounter counts the client connections being set up or served, in
+// all and per source address, for connections.max and max_per_address.
+type connCounter struct {
+	mu     sync.Mutex
+	total  int
+	byAddr map[netip.Addr]int
+}
+
+// admit counts one more connection from ip, or returns the reason it is
+// refused ("too_many", "too_many_from_address").
+func (c *connCounter) admit(ip netip.Addr, max, perAddr int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= max {
+		return "too_many"
+	}
+	if perAddr > 0 && c.byAddr[ip] >= perAddr {
+		return "too_many_from_address"
+	}
+	if c.byAddr == nil {
+		c.byAddr = make(map[netip.Addr]int)
+	}
+	c.total++
+	c.byAddr[ip]++
+	return ""
+}
+
+func (c *connCounter) leave(ip netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if c.byAddr[ip]--; c.byAddr[ip] <= 0 {
+		delete(c.byAddr, ip)
+	}
+}
+
 func (f *Forward) allowedPeer(a net.Addr) bool {
 	return prefixesAllow(f.reload.allowedNets(), a)
 }
@@ -261,7 +316,13 @@ func (f *Forward) allowedPeer(a net.Addr) bool {
 // Close releases the listener, the metrics endpoint, the pool and the
 // device. Call it after Serve has returned.
 func (f *Forward) Close() error {
-	return closeGateway(f.ln, f.metrics, f.wg.Wait, &f.rdmaStack) // a nil interface stays nil
+	wait := func() {
+		f.wg.Wait()
+		if f.recvPool != nil {
+			f.recvPool.Close() // before the PD it is registered on
+		}
+	}
+	return closeGateway(f.ln, f.metrics, wait, &f.rdmaStack) // a nil interface stays nil
 }
 
 // Drain stops accepting clients, lets the calls in flight finish and

@@ -62,6 +62,7 @@ type Metrics struct {
 	giveUps        prometheus.Counter
 	unknownXID     prometheus.Counter
 	callsDropped   *prometheus.CounterVec
+	memoryWaits    prometheus.Counter
 	ddpFallbacks   prometheus.Counter
 	backendErrors  *prometheus.CounterVec
 	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
@@ -136,9 +137,9 @@ func NewMetricsFor(mode string) *Metrics {
 	m.connsCurrent = f.gauge("rdmagw_connections", "RDMA client connections open now.")
 	m.connsTotal = f.counter("rdmagw_connections_total", "RDMA client connections accepted.")
 	m.connsRejected = f.counterVec("rdmagw_connections_rejected_total",
-		"RDMA connection requests refused, by reason (not_allowed: address outside listen.allowed_networks; backend_unavailable: the NFS server could not be reached; accept_failed: the RDMA accept itself failed).", "reason")
+		"RDMA connection requests refused, by reason (not_allowed: address outside listen.allowed_networks; too_many: connections.max reached; too_many_from_address: connections.max_per_address reached for the client's address; backend_unavailable: the NFS server could not be reached; accept_failed: the RDMA accept itself failed).", "reason")
 	m.connsClosed = f.counterVec("rdmagw_connections_closed_total",
-		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after).", "reason")
+		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after; idle: no call for connections.idle_timeout; reply_timeout: the client took no reply for connections.reply_timeout; reply_unsendable: a reply found no send resources, RFC 8166 section 4.5.4).", "reason")
 	m.creditsInUse = f.gauge("rdmagw_credits_in_use", "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
 	m.creditsGranted = f.gauge("rdmagw_credits_granted", "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
 
@@ -165,6 +166,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.errorsSent = f.counterVec("rdmagw_rdma_errors_sent_total", "RDMA_ERROR answers sent to clients, by code (ERR_VERS, ERR_CHUNK).", "code")
 	m.errVers = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeVers.String())
 	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
+	m.memoryWaits = f.counter("rdmagw_rdma_memory_waits_total", "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")
 	m.engineDrops = f.counterVec("rdmagw_rdma_messages_dropped_total", "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 
 	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
@@ -325,6 +327,13 @@ func (m *Metrics) Dropped(reason rdmarpc.DropReason) {
 	m.engineDrops.WithLabelValues(reason.String()).Inc()
 }
 
+// ResponderEvent counts an engine event (rdmarpc.ResponderEvents).
+func (m *Metrics) ResponderEvent(ev rdmarpc.ResponderEvent) {
+	if ev == rdmarpc.EventMemoryWait {
+		m.memoryWaits.Inc()
+	}
+}
+
 // RDMAFailed counts a failed work request.
 func (m *Metrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
 	m.rdmaOps.WithLabelValues(op.String(), status.String()).Inc()
@@ -364,6 +373,12 @@ func closeReason(serveErr error, giveUp, shutdown bool) string {
 		return "backend_gone"
 	case shutdown:
 		return "shutdown"
+	case errors.Is(serveErr, rdmarpc.ErrIdleTimeout):
+		return "idle"
+	case errors.Is(serveErr, rdmarpc.ErrReplyTimeout):
+		return "reply_timeout"
+	case errors.Is(serveErr, rdmarpc.ErrReplyUnsendable):
+		return "reply_unsendable"
 	case serveErr == nil, errors.Is(serveErr, rdmarpc.ErrConnClosed), errors.Is(serveErr, verbs.ErrClosed):
 		return "client"
 	}

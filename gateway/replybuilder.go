@@ -28,6 +28,7 @@ import (
 type replyBuilder struct {
 	rr      *tcprpc.RecordReader
 	pool    *rdmarpc.Pool
+	quota   *rdmarpc.Quota // the connection's connections.max_reply_memory
 	peekMax int
 	done    <-chan struct{} // closed when the backend connection is going away
 	timer   *time.Timer
@@ -283,12 +284,13 @@ const (
 	walkPeekFirst = 512
 )
 
-// get takes a pool buffer, waiting while the pool is exhausted (the
-// backend then waits too: TCP back-pressure) until the connection goes.
+// get takes a pool buffer, waiting while the pool or the connection's
+// reply share is exhausted (the backend then waits too: TCP
+// back-pressure) until the connection goes.
 func (b *replyBuilder) get(n int) (*rdmarpc.Buffer, error) {
 	wait := time.Millisecond
 	for {
-		buf, err := b.pool.Get(n)
+		buf, err := b.pool.GetQuota(n, b.quota)
 		if err == nil {
 			return buf, nil
 		}

@@ -27,6 +27,9 @@ type session struct {
 	met  *Metrics
 	pool *rdmarpc.Pool
 	peer string
+	// replyQuota bounds the pool memory the session's replies hold
+	// (connections.max_reply_memory).
+	replyQuota *rdmarpc.Quota
 
 	mu      sync.Mutex
 	pending pendingTable
@@ -56,6 +59,7 @@ const maxCallHeader = 6*4 + 2*(8+tcprpc.MaxAuthBytes)
 func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *Metrics, pool *rdmarpc.Pool) *session {
 	s := &session{
 		rc: rc, cfg: cfg, log: log, met: met, pool: pool, peer: rc.RemoteAddr(),
+		replyQuota: rdmarpc.NewQuota(int64(cfg.Connections.MaxReplyMemory), nil),
 		pending: newPendingTable(cfg.RDMA.Credits),
 		sendQ:   make([]*pendingCall, 0, cfg.RDMA.Credits),
 		spareQ:  make([]*pendingCall, 0, cfg.RDMA.Credits),

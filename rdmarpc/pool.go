@@ -14,6 +14,58 @@ import (
 // after a Release.
 var ErrPoolExhausted = errors.New("rdmarpc: registered buffer pool exhausted")
 
+// ErrQuotaExhausted is returned by Pool.GetQuota when the Quota (or one of
+// its parents) is used up. It wraps ErrPoolExhausted: for the caller it
+// means the same, wait for a Release.
+var ErrQuotaExhausted = fmt.Errorf("%w: share used up", ErrPoolExhausted)
+
+// Quota is a ceiling on the pool bytes one user (a connection, or all
+// connections together through a parent) may hold at once. Buffers taken
+// with Pool.GetQuota count against it and its parents until released. A
+// quota with nothing in use admits one buffer whatever its size, so a
+// ceiling below the largest buffer slows a user down but never stops it.
+// A nil *Quota admits everything.
+type Quota struct {
+	limit  int64
+	used   atomic.Int64
+	parent *Quota
+}
+
+// NewQuota returns a quota of limit bytes (<= 0: no limit of its own)
+// inside parent (nil: none).
+func NewQuota(limit int64, parent *Quota) *Quota {
+	return &Quota{limit: limit, parent: parent}
+}
+
+// Used is the bytes held under q now.
+func (q *Quota) Used() int64 { return q.used.Load() }
+
+// Limit is q's own ceiling (<= 0: none).
+func (q *Quota) Limit() int64 { return q.limit }
+
+// take charges n bytes to q and its parents, or to none of them.
+func (q *Quota) take(n int64) bool {
+	if q == nil {
+		return true
+	}
+	u := q.used.Add(n)
+	if q.limit > 0 && u > q.limit && u != n {
+		q.used.Add(-n)
+		return false
+	}
+	if !q.parent.take(n) {
+		q.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (q *Quota) give(n int64) {
+	for ; q != nil; q = q.parent {
+		q.used.Add(-n)
+	}
+}
+
 // Buffer is one registered buffer of a Pool. Bytes is the whole buffer;
 // users slice it. A Buffer goes back to its pool with Release.
 type Buffer struct {
@@ -23,6 +75,7 @@ type Buffer struct {
 	class int
 	slab  int // index in pool.slabs (PoolDomain keys)
 	refs  atomic.Int32
+	quota *Quota // charged with cap(Bytes) while the buffer is out
 }
 
 // LKey names the buffer's region in local scatter/gather entries.
@@ -129,7 +182,11 @@ func (p *Pool) Mapped() int {
 
 // Get returns a buffer of at least n bytes with one reference, whose Bytes
 // is sliced to exactly n.
-func (p *Pool) Get(n int) (*Buffer, error) {
+func (p *Pool) Get(n int) (*Buffer, error) { return p.GetQuota(n, nil) }
+
+// GetQuota is Get with the buffer charged to q (and its parents) until it
+// is released; ErrQuotaExhausted when q has no room for it.
+func (p *Pool) GetQuota(n int, q *Quota) (*Buffer, error) {
 	c := -1
 	for i, size := range p.cfg.Classes {
 		if n <= size {
@@ -140,14 +197,20 @@ func (p *Pool) Get(n int) (*Buffer, error) {
 	if c < 0 {
 		return nil, fmt.Errorf("rdmarpc: buffer of %d bytes exceeds the largest pool class (%d)", n, p.MaxSize())
 	}
+	size := int64(p.cfg.Classes[c])
+	if !q.take(size) {
+		return nil, ErrQuotaExhausted
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		q.give(size)
 		return nil, verbs.ErrClosed
 	}
 	if len(p.free[c]) == 0 {
 		if err := p.grow(c); err != nil {
 			p.mu.Unlock()
+			q.give(size)
 			return nil, err
 		}
 	}
@@ -156,6 +219,7 @@ func (p *Pool) Get(n int) (*Buffer, error) {
 	p.free[c] = fl[:len(fl)-1]
 	p.mu.Unlock()
 	b.refs.Store(1)
+	b.quota = q
 	b.Bytes = b.Bytes[:n]
 	p.inUse.Add(int64(cap(b.Bytes)))
 	return b, nil
@@ -202,6 +266,8 @@ func (p *Pool) grow(c int) error {
 func (p *Pool) put(b *Buffer) {
 	b.Bytes = b.Bytes[:cap(b.Bytes)]
 	p.inUse.Add(-int64(cap(b.Bytes)))
+	b.quota.give(int64(cap(b.Bytes)))
+	b.quota = nil
 	p.mu.Lock()
 	p.free[b.class] = append(p.free[b.class], b)
 	p.mu.Unlock()

@@ -49,12 +49,70 @@ type ResponderConfig struct {
 	// Pool provides the registered buffers for receives, Read chunk data
 	// and replies. Its PD is used for the connection. Nil: the connection
 	// makes a pool of its own on a PD of its own.
-	Pool    *Pool
-	Logger  hclog.Logger
-	Metrics ResponderMetrics
+	Pool *Pool
+	// RecvPool, if set, provides the receive buffers instead of Pool (a
+	// pool of its own, registered on the same PD, holding buffers of at
+	// least InlineRecv bytes): receives are a fixed cost per connection,
+	// and kept apart they never compete with calls and replies.
+	RecvPool *Pool
+	Logger   hclog.Logger
+	Metrics  ResponderMetrics
 	// Backchannel enables backward-direction calls to the peer (RFC
 	// 8167; backchannel.go). Zero: none.
 	Backchannel ResponderBackchannel
+	// MaxCallBytes bounds the pool bytes the connection's calls hold for
+	// their Read chunks at once (0: no ceiling of its own); CallQuota, if
+	// set, is a ceiling shared with other connections. A call that finds
+	// no room waits, holding its receive, until replies free some: the
+	// peer is slowed down, never answered with silence.
+	MaxCallBytes int
+	CallQuota    *Quota
+	// ReplyTimeout closes the connection when a reply's Send has not
+	// completed for this long: the peer takes no replies (its receive
+	// queue stays full) and would otherwise pin their buffers for ever.
+	// 0: no timeout.
+	ReplyTimeout time.Duration
+	// IdleTimeout closes the connection when no call has arrived for this
+	// long and none is outstanding. 0: no timeout.
+	IdleTimeout time.Duration
+}
+
+// Errors a responder connection ends with (Serve's result, Err) when the
+// engine closes it; none wraps ErrConnClosed, which means the peer went.
+var (
+	// ErrReplyUnsendable: a reply or RDMA_ERROR answer found no send
+	// resources; RFC 8166 §4.5.4 says a responder that cannot send a
+	// reply closes the connection, so that the requester retransmits at
+	// once instead of waiting for its timeout.
+	ErrReplyUnsendable = errors.New("rdmarpc: a reply could not be sent; connection closed")
+	// ErrReplyTimeout: a reply was not taken within ReplyTimeout.
+	ErrReplyTimeout = errors.New("rdmarpc: the peer took no reply within the reply timeout; connection closed")
+	// ErrIdleTimeout: no call within IdleTimeout.
+	ErrIdleTimeout = errors.New("rdmarpc: connection idle past the idle timeout; closed")
+)
+
+// ResponderEvent is an occurrence a ResponderMetrics may count when it
+// also implements ResponderEvents.
+type ResponderEvent uint8
+
+const (
+	// EventMemoryWait: calls began to wait for registered memory for
+	// their Read chunks (once per episode, not per call).
+	EventMemoryWait ResponderEvent = iota
+)
+
+func (e ResponderEvent) String() string {
+	switch e {
+	case EventMemoryWait:
+		return "memory_wait"
+	}
+	return "unknown"
+}
+
+// ResponderEvents is implemented by a ResponderMetrics that counts
+// ResponderEvents.
+type ResponderEvents interface {
+	ResponderEvent(ev ResponderEvent)
 }
 
 func (c *ResponderConfig) setDefaults() {
@@ -77,6 +135,13 @@ func (c *ResponderConfig) setDefaults() {
 	}
 }
 
+// Receives is how many receive buffers a connection with this
+// configuration posts: the credits, a few spare, and the backchannel's.
+func (c ResponderConfig) Receives() int {
+	c.setDefaults()
+	return c.Credits + recvExtra + max(c.Backchannel.MaxCalls, 0)
+}
+
 // Handler receives the calls of a responder connection.
 type Handler interface {
 	// ServeCall is called from the connection's goroutine with each
@@ -88,8 +153,10 @@ type Handler interface {
 	// exactly one of call.Reply or call.Drop, from any goroutine; after
 	// that the Call and its Msg belong to the engine again. Reply from
 	// within ServeCall (say, to reject garbage at once) works but never
-	// waits for send resources: when none is free the reply is dropped
-	// and counted. Replies from other goroutines wait for them.
+	// waits for send resources: when none is free the connection is
+	// closed (RFC 8166 §4.5.4), counted as a no_resources drop. Replies
+	// from other goroutines wait for them. Drop is for calls that must
+	// get no reply (a retransmission still in progress, teardown).
 	ServeCall(call *Call)
 }
 
@@ -116,6 +183,9 @@ type ResponderConn struct {
 	recvMu sync.Mutex
 	// outstanding counts calls taken from a receive and not yet answered.
 	outstanding atomic.Int32
+	// callsSeen counts calls accepted, for the idle timeout.
+	callsSeen atomic.Uint64
+	callQuota *Quota
 
 	// Send contexts: one per reply or error answer in flight.
 	sends      []sendCtxt
@@ -128,6 +198,8 @@ type ResponderConn struct {
 
 	// Owned by the Serve goroutine.
 	readQ    []*Call // calls with RDMA Reads still to issue, FIFO
+	memQ     []*Call // calls waiting for Read chunk memory, FIFO
+	memWait  time.Duration
 	readsOut int
 	// delivering is the call inside Handler.ServeCall right now: a Reply
 	// to it runs on the Serve goroutine and must not wait for resources
@@ -163,7 +235,8 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 	cfg.setDefaults()
 	c := &ResponderConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool,
 		dead: make(chan struct{}), stop: make(chan struct{}), served: make(chan struct{}),
-		sendWake: newNotifier(), maxSGE: defaultMaxSGE}
+		sendWake: newNotifier(), maxSGE: defaultMaxSGE,
+		callQuota: NewQuota(int64(cfg.MaxCallBytes), cfg.CallQuota)}
 	c.bcInit()
 	if err := c.setup(req, dev); err != nil {
 		req.Reject(nil)
@@ -220,7 +293,11 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 		r.idx = i
 		r.call.conn = c
 		r.call.rc = r
-		b, err := c.pool.Get(cfg.InlineRecv)
+		rp := cfg.RecvPool
+		if rp == nil {
+			rp = c.pool
+		}
+		b, err := rp.Get(cfg.InlineRecv)
 		if err != nil {
 			return fmt.Errorf("rdmarpc: responder: receive buffer %d of %d: %w", i, nrecv, err)
 		}
@@ -236,6 +313,7 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 		c.sendFree = append(c.sendFree, &c.sends[i])
 	}
 	c.readQ = make([]*Call, 0, nrecv)
+	c.memQ = make([]*Call, 0, nrecv)
 
 	var pdata [PrivateDataSize]byte
 	local.Encode(pdata[:])
@@ -291,11 +369,15 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 		case <-wctx.Done():
 		}
 	}()
+	if c.cfg.ReplyTimeout > 0 || c.cfg.IdleTimeout > 0 {
+		go c.watch(wctx)
+	}
 	for {
 		n := c.cq.Poll(c.wcs[:])
 		for i := 0; i < n; i++ {
 			c.completion(&c.wcs[i])
 		}
+		c.retryMemory()
 		c.issueReads()
 		if n > 0 {
 			continue
@@ -303,7 +385,7 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 		if c.isDead() {
 			break
 		}
-		if err := c.cq.Wait(wctx); err != nil {
+		if err := c.waitCQ(wctx); err != nil {
 			select {
 			case <-c.stop:
 				c.fail(nil)
@@ -318,6 +400,75 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 	}
 	c.drain()
 	return c.Err()
+}
+
+// waitCQ waits for a completion. While calls wait for memory it wakes up
+// now and then to retry them (the pool has no wake-up of its own; the
+// interval backs off to 20 ms). Serve goroutine only.
+func (c *ResponderConn) waitCQ(ctx context.Context) error {
+	if len(c.memQ) == 0 {
+		return c.cq.Wait(ctx)
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.memWait)
+	err := c.cq.Wait(tctx)
+	cancel()
+	c.memWait = min(2*c.memWait, 20*time.Millisecond)
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		return nil // the retry interval passed
+	}
+	return err
+}
+
+// watch enforces ReplyTimeout and IdleTimeout until the connection ends.
+func (c *ResponderConn) watch(ctx context.Context) {
+	tick := c.cfg.ReplyTimeout
+	if tick <= 0 || (c.cfg.IdleTimeout > 0 && c.cfg.IdleTimeout < tick) {
+		tick = c.cfg.IdleTimeout
+	}
+	t := time.NewTicker(max(tick/4, time.Millisecond))
+	defer t.Stop()
+	seen, idleSince := c.callsSeen.Load(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.dead:
+			return
+		case now := <-t.C:
+			if to := c.cfg.ReplyTimeout; to > 0 {
+				if s, age := c.oldestSend(now); s != nil && age > to {
+					c.log.Warn("closing connection: the client takes no replies", "peer", c.RemoteAddr(),
+						"waited", age.Round(time.Millisecond), "reply_timeout", to)
+					c.fail(fmt.Errorf("%w (a Send waited %v)", ErrReplyTimeout, age.Round(time.Millisecond)))
+					return
+				}
+			}
+			if to := c.cfg.IdleTimeout; to > 0 {
+				if n := c.callsSeen.Load(); n != seen || c.outstanding.Load() > 0 || c.inFlight.Load() > 0 {
+					seen, idleSince = n, now
+				} else if now.Sub(idleSince) >= to {
+					c.log.Info("closing idle connection", "peer", c.RemoteAddr(), "idle_timeout", to)
+					c.fail(ErrIdleTimeout)
+					return
+				}
+			}
+		}
+	}
+}
+
+// oldestSend is the posted chain whose Send has waited longest.
+func (c *ResponderConn) oldestSend(now time.Time) (*sendCtxt, time.Duration) {
+	var old *sendCtxt
+	var oldest int64
+	for i := range c.sends {
+		if p := c.sends[i].posted.Load(); p != 0 && (old == nil || p < oldest) {
+			old, oldest = &c.sends[i], p
+		}
+	}
+	if old == nil {
+		return nil, 0
+	}
+	return old, now.Sub(time.Unix(0, oldest))
 }
 
 // qpErr is why the queue pair ended, as an error wrapping ErrConnClosed.
@@ -450,6 +601,11 @@ func (c *ResponderConn) drain() {
 		c.abortCall(call)
 	}
 	c.readQ = c.readQ[:0]
+	for _, call := range c.memQ {
+		c.abortCall(call)
+	}
+	clear(c.memQ)
+	c.memQ = c.memQ[:0]
 	for i := range c.recvs {
 		if call := &c.recvs[i].call; call.state.Load() == callReading {
 			c.abortCall(call)

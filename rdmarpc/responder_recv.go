@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -159,23 +160,65 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		return
 	}
 	if err := c.prepareCall(call, data, hlen); err != nil {
-		if errors.Is(err, ErrPoolExhausted) {
-			c.met.Dropped(DropNoResources)
-			c.log.Warn("call dropped: no registered memory for its Read chunks", "peer", c.RemoteAddr(), "xid", call.Header.XID)
-			c.repost(r)
-			return
-		}
 		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
 		c.answerError(r, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
 		return
 	}
 	c.outstanding.Add(1)
+	c.callsSeen.Add(1)
 	if len(call.Header.Reads) == 0 {
 		c.deliver(call)
 		return
 	}
 	call.state.Store(callReading)
-	c.readQ = append(c.readQ, call)
+	// Read chunk memory, in arrival order: while one call waits for it,
+	// the calls behind it wait too (calls without chunks go on).
+	if len(c.memQ) == 0 {
+		if err := c.takeChunks(call); err == nil {
+			c.readQ = append(c.readQ, call)
+			return
+		} else if !errors.Is(err, ErrPoolExhausted) {
+			c.fail(fmt.Errorf("rdmarpc: responder: Read chunk buffers: %w", err))
+			return
+		}
+	}
+	c.waitMemory(call)
+}
+
+// waitMemory parks a call whose Read chunks find no registered memory
+// (the pool, or the connection's share of it, is used up): it keeps its
+// receive, so the peer gets no new receive and, holding its credits, can
+// send no more than it already has (the back-pressure svcrdma applies by
+// not reposting receives). retryMemory resumes it when memory frees; the
+// call is never dropped. Serve goroutine only.
+func (c *ResponderConn) waitMemory(call *Call) {
+	if len(c.memQ) == 0 {
+		c.memWait = time.Millisecond
+		if ev, ok := c.met.(ResponderEvents); ok {
+			ev.ResponderEvent(EventMemoryWait)
+		}
+		c.log.Debug("calls wait for registered memory", "peer", c.RemoteAddr(), "xid", call.Header.XID,
+			"pool_in_use", c.pool.InUse(), "conn_call_bytes", c.callQuota.Used())
+	}
+	c.memQ = append(c.memQ, call)
+}
+
+// retryMemory gives waiting calls their Read chunk buffers, in order, as
+// far as memory allows. Serve goroutine only.
+func (c *ResponderConn) retryMemory() {
+	for len(c.memQ) > 0 && !c.isDead() {
+		call := c.memQ[0]
+		if err := c.takeChunks(call); err != nil {
+			if !errors.Is(err, ErrPoolExhausted) {
+				c.fail(fmt.Errorf("rdmarpc: responder: Read chunk buffers: %w", err))
+			}
+			return
+		}
+		copy(c.memQ, c.memQ[1:])
+		c.memQ[len(c.memQ)-1] = nil
+		c.memQ = c.memQ[:len(c.memQ)-1]
+		c.readQ = append(c.readQ, call)
+	}
 }
 
 // badHeader answers a header Decode rejected.
@@ -211,10 +254,9 @@ func (c *ResponderConn) badHeader(r *recvCtxt, err error) {
 	}
 }
 
-// prepareCall checks a decoded call against what the engine can do and
-// takes the buffers its Read chunks go into. Errors other than
-// ErrPoolExhausted are answered with ERR_CHUNK; all are checked before
-// any RDMA Read is issued.
+// prepareCall checks a decoded call against what the engine can do; its
+// errors are answered with ERR_CHUNK. All are checked before any buffer
+// is taken or RDMA Read issued.
 func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 	h := &call.Header
 	call.inline = nil
@@ -275,12 +317,19 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 	if int64(inlineLen)+consumed < 4 {
 		return errNoRPC
 	}
+	return nil
+}
+
+// takeChunks takes the buffers the call's Read chunks go into, charged to
+// the connection's share of the pool: all of them or none.
+func (c *ResponderConn) takeChunks(call *Call) error {
 	for _, l := range call.chunkLens {
 		var b *Buffer
 		if l > 0 {
 			var err error
-			if b, err = c.pool.Get(l); err != nil {
+			if b, err = c.pool.GetQuota(l, c.callQuota); err != nil {
 				call.releaseChunks()
+				call.chunkSum = 0
 				return err
 			}
 		}

@@ -3,6 +3,8 @@ package rdmarpc
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -17,8 +19,8 @@ import (
 var errCallAnswered = errors.New("rdmarpc: call already answered or dropped")
 
 // ErrNoResources: a reply from within Handler.ServeCall found no send
-// context, send-queue slot or registered buffer free and was dropped (or
-// the pool could not provide a reply header buffer).
+// context, send-queue slot or registered buffer free; the connection is
+// closed (the error also wraps ErrReplyUnsendable).
 var ErrNoResources = errors.New("rdmarpc: no send resources for the reply")
 
 // Reasons a reply is replaced by ERR_CHUNK.
@@ -42,6 +44,9 @@ type sendCtxt struct {
 	src   []verbs.SGE // scratch: the local side of one chunk's Writes
 	bufs  []*Buffer   // released when the Send completes
 	slots int
+	// posted is when the chain was posted (UnixNano; 0: not in flight),
+	// for the reply timeout; set only when there is one.
+	posted atomic.Int64
 }
 
 func (s *sendCtxt) begin() {
@@ -140,13 +145,9 @@ func (c *ResponderConn) getSend(wait bool) *sendCtxt {
 			if more {
 				c.sendWake.signal()
 			}
-			if s.buf == nil {
-				b, err := c.pool.Get(c.sendMax)
-				if err != nil {
-					c.putSend(s)
-					return nil
-				}
-				s.buf = b
+			if s.buf == nil && !c.sendBuf(s, wait) {
+				c.putSend(s)
+				return nil
 			}
 			s.begin()
 			return s
@@ -161,6 +162,40 @@ func (c *ResponderConn) getSend(wait bool) *sendCtxt {
 			return nil
 		}
 	}
+}
+
+// sendBuf gives s its header buffer, waiting (when wait) while the pool
+// is exhausted: replies free memory, so a reply must not be lost for want
+// of it. false when there is none (or the connection ended).
+func (c *ResponderConn) sendBuf(s *sendCtxt, wait bool) bool {
+	pause := time.Millisecond
+	for {
+		b, err := c.pool.Get(c.sendMax)
+		if err == nil {
+			s.buf = b
+			return true
+		}
+		if !wait || !errors.Is(err, ErrPoolExhausted) {
+			return false
+		}
+		select {
+		case <-time.After(pause):
+		case <-c.dead:
+			return false
+		}
+		pause = min(2*pause, 20*time.Millisecond)
+	}
+}
+
+// unsendable closes the connection because the answer to xid cannot be
+// sent (RFC 8166 §4.5.4): the requester then retransmits on a new
+// connection at once instead of waiting for its RPC timeout.
+func (c *ResponderConn) unsendable(xid uint32, what string) error {
+	c.met.Dropped(DropNoResources)
+	c.log.Warn("closing connection: "+what+" cannot be sent, no send resources", "peer", c.RemoteAddr(), "xid", xid)
+	err := fmt.Errorf("%w: %s for xid 0x%08x", ErrReplyUnsendable, what, xid)
+	c.fail(err)
+	return err
 }
 
 func (c *ResponderConn) putSend(s *sendCtxt) {
@@ -179,6 +214,7 @@ func (c *ResponderConn) putSend(s *sendCtxt) {
 // unsignaled Writes are complete too, so its slots and every buffer it
 // used go back. Serve goroutine.
 func (c *ResponderConn) sendDone(s *sendCtxt) {
+	s.posted.Store(0)
 	c.sq.put(s.slots)
 	s.slots = 0
 	c.inFlight.Add(-1)
@@ -193,7 +229,11 @@ func (c *ResponderConn) sendDone(s *sendCtxt) {
 func (c *ResponderConn) post(s *sendCtxt) error {
 	s.link()
 	c.inFlight.Add(1)
+	if c.cfg.ReplyTimeout > 0 {
+		s.posted.Store(time.Now().UnixNano())
+	}
 	if err := c.qp.PostSend(&s.wrs[0]); err != nil {
+		s.posted.Store(0)
 		c.inFlight.Add(-1)
 		c.sq.put(s.slots)
 		s.slots = 0
@@ -211,16 +251,17 @@ func (c *ResponderConn) post(s *sendCtxt) error {
 
 // answerError sends RDMA_ERROR for a message in receive r and reposts the
 // receive. Serve goroutine: it never waits, so without a free send
-// context or send-queue slot the answer is dropped and counted.
+// context or send-queue slot it closes the connection (unsendable).
 func (c *ResponderConn) answerError(r *recvCtxt, code ErrorCode, xid, vers, credit uint32) {
 	s := c.getSend(false)
 	if s == nil || !c.sq.tryTake(1) {
 		if s != nil {
 			c.putSend(s)
 		}
-		c.met.Dropped(DropNoResources)
-		c.log.Warn("RDMA_ERROR answer dropped: send queue full", "peer", c.RemoteAddr(), "xid", xid)
 		c.repost(r)
+		if !c.isDead() {
+			c.unsendable(xid, "RDMA_ERROR "+code.String())
+		}
 		return
 	}
 	c.repost(r)
@@ -284,8 +325,7 @@ func (call *Call) Reply(msg *Message) error {
 		if c.isDead() {
 			return c.closedErr()
 		}
-		c.met.Dropped(DropNoResources)
-		return fmt.Errorf("rdmarpc: reply to xid 0x%08x dropped: no send context or registered buffer free: %w", call.Header.XID, ErrNoResources)
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.Header.XID, "reply"))
 	}
 	kind, written, err := c.buildReply(s, call, msg)
 	if err != nil {
@@ -299,8 +339,7 @@ func (call *Call) Reply(msg *Message) error {
 		if c.isDead() {
 			return c.closedErr()
 		}
-		c.met.Dropped(DropNoResources)
-		return fmt.Errorf("rdmarpc: reply to xid 0x%08x dropped: send queue full: %w", call.Header.XID, ErrNoResources)
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.Header.XID, "reply"))
 	}
 	// The receive goes back before the reply leaves, so the requester,
 	// which may send its next call as soon as it sees this reply, always

@@ -60,10 +60,10 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *M
 	s := &session{
 		rc: rc, cfg: cfg, log: log, met: met, pool: pool, peer: rc.RemoteAddr(),
 		replyQuota: rdmarpc.NewQuota(int64(cfg.Connections.MaxReplyMemory), nil),
-		pending: newPendingTable(cfg.RDMA.Credits),
-		sendQ:   make([]*pendingCall, 0, cfg.RDMA.Credits),
-		spareQ:  make([]*pendingCall, 0, cfg.RDMA.Credits),
-		wake:    make(chan struct{}, 1),
+		pending:    newPendingTable(cfg.RDMA.Credits),
+		sendQ:      make([]*pendingCall, 0, cfg.RDMA.Credits),
+		spareQ:     make([]*pendingCall, 0, cfg.RDMA.Credits),
+		wake:       make(chan struct{}, 1),
 	}
 	s.initBackchannel()
 	s.ops = new(clientOps)
@@ -108,8 +108,15 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 	if !s.pending.add(pc) {
 		s.pending.put(pc)
 		s.mu.Unlock()
-		// The client reused an XID still outstanding: the first call's
-		// reply will answer it (the client matches replies by XID).
+		// The client reused an XID still outstanding: a retransmission
+		// of a call in progress. A server's duplicate request cache drops
+		// such a call (Linux nfsd: RC_DROPIT) because the first call's
+		// reply answers it: the client matches replies by XID and holds
+		// one request per XID. Any answer of our own (an error) would
+		// complete the client's request before the server has acted on
+		// it. This is no reply the gateway cannot send (RFC 8166 §4.5.4
+		// does not apply): one reply for the XID will be sent. The
+		// duplicate's receive and credit come back at once.
 		s.log.Warn("call with a duplicate XID dropped", "peer", s.peer, "xid", h.XID)
 		s.drop(call, "duplicate_xid")
 		return
@@ -141,25 +148,50 @@ func (s *session) callHeaderBytes(m *rdmarpc.Message) []byte {
 	return s.hdrScratch[:n]
 }
 
-// rejectCall answers a message that is not a well-formed RPC call: an
-// RPC version other than 2 gets RPC_MISMATCH (RFC 5531 §9); anything
-// without a usable header is dropped.
+// rejectCall answers a call whose RPC header does not decode, with the
+// RPC-level answer a server gives (RFC 5531 §9): an RPC version other
+// than 2 gets RPC_MISMATCH; a credential or verifier that cannot be
+// parsed (too long, cut short) MSG_DENIED AUTH_ERROR with AUTH_BADCRED or
+// AUTH_BADVERF; a header cut short before them GARBAGE_ARGS. Only a
+// message that is not a call at all (msg_type REPLY or unknown) is
+// dropped: it asks for no reply. If the answer itself cannot be sent
+// the engine closes the connection.
 func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error) {
-	if errors.Is(err, tcprpc.ErrBadRPCVersion) {
-		rh := tcprpc.RPCMismatchReply(h.XID)
-		if s.replyWithHeader(call, &rh) == nil {
-			s.met.callDropped("rpc_mismatch")
-			return
-		}
+	var rh tcprpc.ReplyHeader
+	var he *tcprpc.HeaderError
+	reason := ""
+	switch {
+	case errors.Is(err, tcprpc.ErrBadRPCVersion):
+		rh, reason = tcprpc.RPCMismatchReply(h.XID), "rpc_mismatch"
+	case errors.As(err, &he) && he.Field == "cred":
+		rh, reason = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadCred), "bad_cred"
+	case errors.As(err, &he) && he.Field == "verf":
+		rh, reason = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadVerf), "bad_verf"
+	case errors.Is(err, tcprpc.ErrNotCall), errors.Is(err, tcprpc.ErrBadMsgType),
+		he != nil && (he.Field == "xid" || he.Field == "msg_type"):
+		s.log.Debug("message is not an RPC call; dropped", "peer", s.peer, "error", err)
+		s.drop(call, "not_rpc")
+		return
+	default:
+		rh, reason = tcprpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
-	s.log.Debug("message is not an RPC call; dropped", "peer", s.peer, "error", err)
-	s.drop(call, "not_rpc")
+	s.log.Info("call with a bad RPC header answered by the gateway", "peer", s.peer, "xid", h.XID,
+		"answer", reason, "error", err)
+	if rerr := s.replyWithHeader(call, &rh); rerr != nil {
+		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
+	}
+	s.met.callDropped(reason)
 }
 
 // replyWithHeader answers call with a gateway-made reply of just a header.
 func (s *session) replyWithHeader(call *rdmarpc.Call, rh *tcprpc.ReplyHeader) error {
 	buf, err := s.pool.Get(rh.EncodedLen())
 	if err != nil {
+		// No memory for a few bytes of answer: the answer cannot be
+		// sent, so the connection closes (RFC 8166 §4.5.4).
+		s.met.creditsInUse.Dec()
+		call.Drop()
+		s.rc.CloseUnsendable(call.XID(), "RPC error reply")
 		return err
 	}
 	e := xdr.NewEncoder(buf.Bytes)

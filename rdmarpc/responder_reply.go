@@ -198,6 +198,16 @@ func (c *ResponderConn) unsendable(xid uint32, what string) error {
 	return err
 }
 
+// CloseUnsendable closes the connection because the handler cannot
+// build the answer to xid (what names it for the log): RFC 8166 §4.5.4,
+// as for a reply the engine cannot send. Serve then returns
+// ErrReplyUnsendable.
+func (c *ResponderConn) CloseUnsendable(xid uint32, what string) {
+	if !c.isDead() {
+		c.unsendable(xid, what)
+	}
+}
+
 func (c *ResponderConn) putSend(s *sendCtxt) {
 	s.releaseBufs()
 	c.sendMu.Lock()

@@ -56,6 +56,9 @@ func (d *device) Dial(ctx context.Context, addr string, opts verbs.ConnOptions) 
 		defer cancel()
 	}
 	var nd net.Dialer
+	if d.local != nil {
+		nd.LocalAddr = &net.TCPAddr{IP: d.local}
+	}
 	nc, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("iwarp: dial %s: %w", addr, err)

@@ -3,6 +3,7 @@ package iwarp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -41,6 +42,9 @@ const maxMRIndex = 1<<24 - 1
 type device struct {
 	cfg  Config
 	info verbs.DeviceInfo
+	// local is the IP the device was opened on, the source address of
+	// the connections it dials (nil: any).
+	local net.IP
 
 	mu     sync.RWMutex
 	mrs    []*mr   // by STag index: the live region or nil; slot 0 unused so no STag is 0

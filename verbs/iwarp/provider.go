@@ -96,10 +96,19 @@ func New(cfg Config) verbs.Provider {
 
 func (p *provider) Name() string { return "iwarp" }
 
-// Open returns a software device. addr only names the interface for Info;
-// connections may use any local address.
+// Open returns a software device. addr names the interface for Info and,
+// when it is a specific IP, is the source address of the connections the
+// device dials (as an RDMA device's address is); an unspecified or empty
+// addr lets them use any.
 func (p *provider) Open(addr string) (verbs.Device, error) {
 	d := &device{cfg: p.cfg, mrs: make([]*mr, 1, 64), objs: make([]*mr, 1, 64), keys: make([]uint8, 1, 64)}
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		d.local = ip
+	}
 	d.info = verbs.DeviceInfo{Name: "iwarp-go", Provider: "iwarp", Transport: "iWARP", Netdevs: netdevsFor(addr)}
 	return d, nil
 }

@@ -116,7 +116,7 @@ type ReverseConfig struct {
 	// (RFC 8267 §3.1), for the calls whose reply size cannot be bounded.
 	ReplyChunkRetries int `yaml:"reply_chunk_retries"`
 	// MaxCallBytes bounds one call record from a TCP client; a larger
-	// one ends the client's connection.
+	// one is answered GARBAGE_ARGS and skipped (the connection kept).
 	MaxCallBytes ByteSize `yaml:"max_call_bytes"`
 	// MaxReadChunks and MaxWriteChunks bound the Read chunks (besides a
 	// Position-Zero chunk) and Write chunks one call offers the server.

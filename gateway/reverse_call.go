@@ -92,6 +92,9 @@ func (s *revSlot) releaseItems() {
 func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	rr := c.rr
 	if err := rr.Next(); err != nil {
+		if errors.Is(err, tcprpc.ErrRecordTooLarge) {
+			return false, s.refuseTooLarge(rr, 0, false, err)
+		}
 		return false, err
 	}
 	s.received = time.Now()
@@ -122,6 +125,10 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	}
 	if err := s.fill(rr); err != nil {
 		s.releaseItems()
+		if errors.Is(err, tcprpc.ErrRecordTooLarge) {
+			// A later fragment crossed the limit: the header was read.
+			return false, s.refuseTooLarge(rr, s.xid, true, err)
+		}
 		return false, err
 	}
 	s.buildMessage()
@@ -368,6 +375,32 @@ func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) err
 		return nil
 	}
 	c.log.Debug("call refused by the gateway", "peer", c.peer, "xid", h.XID, "error", err)
+	return s.replyHeaderOnly(&rh)
+}
+
+// refuseTooLarge answers a call record over reverse.max_call_bytes with
+// GARBAGE_ARGS: the gateway cannot take in its arguments (the server
+// would never see them), and RPC has no "too large" answer of its own;
+// the record reader skips the rest of the record at the next read and
+// the connection goes on. Clients are told the largest WRITE the gateway
+// carries (Config.CarryLimits), so only one that ignores it gets here.
+// xid is the call's when its header was already read (known); else the
+// header is peeked, and a record without one is dropped (skipped too).
+func (s *revSlot) refuseTooLarge(rr *tcprpc.RecordReader, xid uint32, known bool, cause error) error {
+	c := s.c
+	if !known {
+		head, _ := rr.Peek(min(maxCallHeader, revPeekMax))
+		var h tcprpc.CallHeader
+		if _, err := h.Decode(head); err != nil {
+			c.met.callDropped("not_rpc")
+			c.log.Info("oversize record is not an RPC call; skipped", "peer", c.peer, "error", cause)
+			return nil
+		}
+		xid = h.XID
+	}
+	c.met.systemErrs.WithLabelValues("call_too_large").Inc()
+	c.log.Info("call larger than reverse.max_call_bytes answered GARBAGE_ARGS; record skipped", "peer", c.peer, "xid", xid, "error", cause)
+	rh := tcprpc.GarbageArgsReply(xid)
 	return s.replyHeaderOnly(&rh)
 }
 

@@ -5,7 +5,9 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/tcprpc"
 )
 
 // A gateway stands in for the server, so a client must see what the
@@ -81,4 +83,47 @@ func TestReverseChainAdvertisesCarryLimits(t *testing.T) {
 	if err := v4.DestroySession(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A client that ignores the advertised wtmax and WRITEs as much as the
+// server itself accepts (ganesha: 64 MiB) sends a call record the reverse
+// gateway cannot carry (reverse.max_call_bytes): it gets GARBAGE_ARGS,
+// the record is skipped, and the same connection goes on working. It
+// used to be reset ("record exceeds size limit").
+func TestReverseChainOversizeWriteAnswered(t *testing.T) {
+	ch := startChain(t)
+	ctx := nfstest.Ctx(t)
+	c, root := ch.v3(t, ctx)
+	fh, err := c.Create(ctx, root, "oversize", nfsproto.CreateUnchecked, nfsproto.Sattr3{SetMode: true, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := nfsclient.DialTCP(ctx, ch.g.NFSAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	own, err := (&nfsclient.V3{T: direct}).Fsinfo(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{2 << 20, int(own.WTMax)} {
+		_, err := c.Write(ctx, fh, 0, nfstest.Pattern(size, 3), nfsproto.FileSync)
+		if st, ok := nfsclient.AcceptStat(err); !ok || st != tcprpc.GarbageArgs {
+			t.Fatalf("WRITE of %d bytes: %v, want GARBAGE_ARGS", size, err)
+		}
+		// The connection is still up: a WRITE the gateway carries works.
+		data := nfstest.Pattern(1<<20, 4)
+		if _, err := c.Write(ctx, fh, 0, data, nfsproto.FileSync); err != nil {
+			t.Fatalf("WRITE after the refused one: %v", err)
+		}
+		got, _, err := c.Read(ctx, fh, 0, 1<<20)
+		if err != nil || nfstest.FirstDiff(got, data) >= 0 {
+			t.Fatalf("READ back after the refused WRITE: %v", err)
+		}
+	}
+	if n := metric(t, ch.rev.Metrics(), "rdmagw_gateway_error_replies_total", "reason", "call_too_large"); n != 2 {
+		t.Errorf("call_too_large answers counted: %v, want 2", n)
+	}
+	t.Logf("ganesha wtmax %d: WRITEs of 2 MiB and %d bytes answered GARBAGE_ARGS, connection kept", own.WTMax, own.WTMax)
 }

@@ -59,7 +59,7 @@ func newRevClient(r *Reverse, conn *net.TCPConn, link *rdmaLink) *revClient {
 		peer: conn.RemoteAddr().String(),
 		free: make(chan *revSlot, r.cfg.Reverse.MaxCallsPerClient)}
 	c.ops.init(time.Now())
-	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.in}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax})
+	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.in}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax, SkipOversize: true})
 	c.rw = tcprpc.NewRecordWriter(conn, nil)
 	return c
 }

@@ -36,6 +36,13 @@ type ReaderConfig struct {
 	// BufferSize is the size of the read-ahead buffer, and so the most
 	// Peek can return (at least 64 bytes).
 	BufferSize int
+	// SkipOversize makes a record over MaxRecord no end of the stream:
+	// its FrameError(ErrRecordTooLarge) is returned once, by the call
+	// that met the header crossing the limit, after that header was
+	// taken; the record stays readable (a server can Peek its RPC header
+	// to answer it) and Next skips the rest of it, however long. Without
+	// it the error is sticky.
+	SkipOversize bool
 }
 
 // RecordReader splits a byte stream into RPC records.
@@ -66,6 +73,8 @@ type RecordReader struct {
 	maxRecord int64
 	maxFrags  int
 	peekMax   int
+	skipOver  bool
+	oversize  bool // the current record crossed maxRecord (skipOver)
 
 	// The current record. frag counts the bytes left before the next
 	// fragment header; Peek may merge following fragments into it.
@@ -103,6 +112,7 @@ func NewRecordReader(rd io.Reader, c *ReaderConfig) *RecordReader {
 		maxRecord: int64(cfg.MaxRecord),
 		maxFrags:  cfg.MaxFragments,
 		peekMax:   cfg.BufferSize,
+		skipOver:  cfg.SkipOversize,
 	}
 	rr.Reset(rd)
 	return rr
@@ -111,8 +121,8 @@ func NewRecordReader(rd io.Reader, c *ReaderConfig) *RecordReader {
 // Reset discards all state and makes rr read a new stream from rd,
 // keeping its buffer and limits.
 func (rr *RecordReader) Reset(rd io.Reader) {
-	buf, maxRecord, maxFrags, peekMax := rr.buf, rr.maxRecord, rr.maxFrags, rr.peekMax
-	*rr = RecordReader{rd: rd, buf: buf, maxRecord: maxRecord, maxFrags: maxFrags, peekMax: peekMax}
+	buf, maxRecord, maxFrags, peekMax, skipOver := rr.buf, rr.maxRecord, rr.maxFrags, rr.peekMax, rr.skipOver
+	*rr = RecordReader{rd: rd, buf: buf, maxRecord: maxRecord, maxFrags: maxFrags, peekMax: peekMax, skipOver: skipOver}
 }
 
 // Next skips whatever is left of the current record and reads the first
@@ -129,7 +139,7 @@ func (rr *RecordReader) Next() error {
 		}
 		rr.recordOff += rr.size + int64(fragmentHeaderLen*rr.nfrags)
 	}
-	rr.inRecord, rr.last = false, false
+	rr.inRecord, rr.last, rr.oversize = false, false, false
 	rr.frag, rr.nfrags, rr.size, rr.consumed = 0, 0, 0, 0
 	if err := rr.fill(fragmentHeaderLen); err != nil {
 		if err == io.EOF && rr.r == rr.w {
@@ -152,9 +162,14 @@ func (rr *RecordReader) header(at int) error {
 	n := int(v & fragmentLenMask)
 	rr.nfrags++
 	rr.size += int64(n)
-	if rr.size > rr.maxRecord {
-		return rr.fail(&FrameError{Record: rr.records - 1, Fragment: rr.nfrags - 1, Offset: off,
-			Size: rr.size, Limit: rr.maxRecord, Err: ErrRecordTooLarge})
+	var over error
+	if rr.size > rr.maxRecord && !rr.oversize {
+		fe := &FrameError{Record: rr.records - 1, Fragment: rr.nfrags - 1, Offset: off,
+			Size: rr.size, Limit: rr.maxRecord, Err: ErrRecordTooLarge}
+		if !rr.skipOver {
+			return rr.fail(fe)
+		}
+		rr.oversize, over = true, fe
 	}
 	if rr.nfrags > rr.maxFrags {
 		return rr.fail(&FrameError{Record: rr.records - 1, Fragment: rr.nfrags - 1, Offset: off,
@@ -168,7 +183,7 @@ func (rr *RecordReader) header(at int) error {
 	}
 	rr.frag += n
 	rr.last = v&lastFragment != 0
-	return nil
+	return over
 }
 
 func (rr *RecordReader) fail(err error) error {

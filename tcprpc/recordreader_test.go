@@ -502,3 +502,45 @@ func TestRecordReaderResumeAfterDeadline(t *testing.T) {
 		t.Fatalf("record after resuming = %d bytes, %v; want the second record", len(got), err)
 	}
 }
+
+// SkipOversize: an oversize record is reported once, stays readable, and
+// Next skips the rest of it; the records after it read as usual, whether
+// the limit is crossed by the first fragment or a later one.
+func TestRecordReaderSkipOversize(t *testing.T) {
+	stream := cat(frag(true, seq(0, 10)),
+		frag(true, seq(1, 3000)),                                                    // over at its first header
+		frag(false, seq(2, 600)), frag(false, seq(3, 500)), frag(true, seq(4, 900)), // over at the second
+		frag(true, seq(5, 20)))
+	rr := NewRecordReader(iotest.OneByteReader(bytes.NewReader(stream)), &ReaderConfig{MaxRecord: 1000, BufferSize: 256, SkipOversize: true})
+	if got, err := rr.ReadRecord(nil); err != nil || !bytes.Equal(got, seq(0, 10)) {
+		t.Fatalf("first record: %v", err)
+	}
+	if err := rr.Next(); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("Next on the oversize record = %v", err)
+	}
+	if p, err := rr.Peek(8); err != nil || !bytes.Equal(p, seq(1, 8)) {
+		t.Fatalf("Peek of the oversize record = %x, %v", p, err)
+	}
+	if err := rr.Next(); err != nil {
+		t.Fatalf("Next after the oversize record = %v", err)
+	}
+	p, err := rr.Peek(8)
+	if err != nil || !bytes.Equal(p, seq(2, 8)) {
+		t.Fatalf("Peek = %x, %v", p, err)
+	}
+	if _, err := rr.Discard(600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rr.Read(make([]byte, 10)); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("Read across the crossing header = %v", err)
+	}
+	if _, err := rr.Read(make([]byte, 10)); err != nil {
+		t.Fatalf("Read after the report = %v", err)
+	}
+	if got, err := rr.ReadRecord(nil); err != nil || !bytes.Equal(got, seq(5, 20)) {
+		t.Fatalf("record after the oversize ones: %x, %v", got, err)
+	}
+	if err := rr.Next(); err != io.EOF {
+		t.Fatalf("Next at the end = %v", err)
+	}
+}

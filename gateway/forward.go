@@ -348,9 +348,9 @@ func (f *Forward) Sessions() Sessions {
 
 // Alive is the liveness probe behind the systemd watchdog: the accept
 // loop is not stuck, every session's call path can be locked, and the
-// registered pool hands out a buffer, all within ctx.
+// registered pool's lock answers, all within ctx.
 func (f *Forward) Alive(ctx context.Context) error {
-	return f.clients.alive(ctx, func(context.Context) error { return poolAlive(f.pool) })
+	return f.clients.alive(ctx, func(ctx context.Context) error { return poolAlive(ctx, f.pool) })
 }
 
 // Status is a one-line summary (clients, calls in flight) for systemd.

@@ -253,13 +253,13 @@ func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics
 	}
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	for {
+	for timedOut := false; !timedOut; {
 		left = slices.DeleteFunc(left, func(c liveClient) bool {
 			if c.inFlight() > 0 {
 				return false
 			}
 			if cancel := t.cancelOf(c); cancel != nil {
-				cancel()
+				cancel() // idle: disconnect it now
 			}
 			return true
 		})
@@ -268,10 +268,9 @@ func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics
 		}
 		select {
 		case <-tick.C:
-			continue
 		case <-ctx.Done():
+			timedOut = true
 		}
-		break
 	}
 	res.TimedOut = true
 	for _, c := range left {
@@ -332,17 +331,24 @@ func lockWithin(ctx context.Context, mu sync.Locker, what string) error {
 	}
 }
 
-// poolAlive takes and returns one small buffer of the registered pool.
-func poolAlive(p *rdmarpc.Pool) error {
+// poolAlive checks that the registered pool's lock answers within ctx
+// (an exhausted pool is back-pressure, not a wedge: it is not asked for
+// a buffer).
+func poolAlive(ctx context.Context, p *rdmarpc.Pool) error {
 	if p == nil {
 		return nil
 	}
-	b, err := p.Get(64)
-	if err != nil {
-		return fmt.Errorf("gateway: liveness: pool: %w", err)
+	done := make(chan struct{})
+	go func() {
+		p.Mapped()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("gateway: liveness: the buffer pool's lock is held past the deadline")
 	}
-	b.Release()
-	return nil
 }
 
 // status is the one-line status for systemd (STATUS=).

@@ -89,7 +89,7 @@ func (r *Reverse) Sessions() Sessions {
 
 // Alive is the liveness probe behind the systemd watchdog (Forward.Alive).
 func (r *Reverse) Alive(ctx context.Context) error {
-	return r.clients.alive(ctx, func(context.Context) error { return poolAlive(r.pool) })
+	return r.clients.alive(ctx, func(ctx context.Context) error { return poolAlive(ctx, r.pool) })
 }
 
 // Status is a one-line summary (clients, calls in flight) for systemd.

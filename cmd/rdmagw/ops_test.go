@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -183,13 +184,8 @@ log: {format: json}
 // rejected, counted, and changes nothing; `rdmagw sessions` lists the
 // client with its bytes; `rdmagw drain` stops the gateway.
 func TestServeReloadSessionsDrain(t *testing.T) {
-	mem := nfsmem.New(nfsmem.Config{})
-	baddr, err := mem.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	bhost, bport, _ := net.SplitHostPort(baddr.String())
+	baddr := startMem(t)
+	bhost, bport, _ := net.SplitHostPort(baddr)
 	port, mport := freeLoopbackPort(t), freeLoopbackPort(t)
 	sock := filepath.Join(t.TempDir(), "admin.sock")
 	config := func(extra string) string {
@@ -283,6 +279,18 @@ rdma: {credits: 32}`)), 0o644)
 	}
 }
 
+// startMem runs an in-memory NFSv3 server for the test; its address.
+func startMem(t *testing.T) string {
+	t.Helper()
+	mem := nfsmem.New(nfsmem.Config{})
+	addr, err := mem.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return addr.String()
+}
+
 func waitLog(t *testing.T, logs *syncBuffer, s string) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), s); time.Sleep(20 * time.Millisecond) {
@@ -311,4 +319,150 @@ func httpStatus(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// heldProxy passes TCP both ways between the gateway and the NFS server;
+// while held, the server's bytes wait (the calls stay in flight).
+type heldProxy struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	open chan struct{} // closed while not held
+}
+
+func startHeldProxy(t *testing.T, target string) *heldProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &heldProxy{ln: ln, open: make(chan struct{})}
+	close(p.open)
+	t.Cleanup(func() { ln.Close(); p.hold(false) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						p.mu.Lock()
+						open := p.open
+						p.mu.Unlock()
+						<-open
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *heldProxy) hold(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		if on {
+			p.open = make(chan struct{})
+		}
+	default:
+		if !on {
+			close(p.open)
+		}
+	}
+}
+
+// A READ in flight when SIGTERM arrives gets its reply, data verified,
+// before serve exits.
+func TestServeSIGTERMAnswersCallsInFlight(t *testing.T) {
+	baddr := startMem(t)
+	px := startHeldProxy(t, baddr)
+	bhost, bport, _ := net.SplitHostPort(px.ln.Addr().String())
+	port := freeLoopbackPort(t)
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	got := fakeSystemd(t)
+	_, logs, rc := startServe(t, fmt.Sprintf(`
+listen: {address: 127.0.0.1, port: %d}
+backend: {address: %s, port: %s}
+pool: {max_bytes: 64MiB}
+metrics: {listen: ""}
+admin: {socket: %s}
+log: {format: json}
+`, port, bhost, bport, sock))
+	next(t, got, 20*time.Second, "READY=1")
+
+	ctx := nfstest.Ctx(t)
+	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &nfsclient.V3{T: tr}
+	data := make([]byte, 200<<10)
+	for i := range data {
+		data[i] = byte(i*7 + i>>9)
+	}
+	fh, err := c.Create(ctx, root, "inflight", nfsproto.CreateUnchecked, nfsproto.Sattr3{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteAll(ctx, fh, data, nfsclient.IOOptions{Stable: nfsproto.FileSync}); err != nil {
+		t.Fatal(err)
+	}
+
+	px.hold(true)
+	type result struct {
+		data []byte
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		d, _, err := c.Read(ctx, fh, 0, uint32(len(data)))
+		read <- result{d, err}
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var out, errb bytes.Buffer
+		run([]string{"sessions", "-s", sock, "-json"}, &out, &errb)
+		var s gateway.Sessions
+		if json.Unmarshal(out.Bytes(), &s) == nil && len(s.Clients) == 1 && s.Clients[0].CallsInFlight == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no call in flight: %s %s", out.String(), errb.String())
+		}
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	next(t, got, 10*time.Second, "STOPPING=1")
+	waitLog(t, logs, `"@message":"draining: no new clients or calls; waiting for the calls in flight"`)
+	select {
+	case code := <-rc:
+		t.Fatalf("serve exited (%d) with a call in flight", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	px.hold(false)
+	r := <-read
+	if r.err != nil || !bytes.Equal(r.data, data) {
+		t.Fatalf("READ in flight at SIGTERM: %d bytes, %v; want the %d written", len(r.data), r.err, len(data))
+	}
+	waitExit(t, rc, logs)
+	if !strings.Contains(logs.String(), `"@message":"drained: every call in flight answered"`) {
+		t.Errorf("drain end not logged:\n%s", grepLines(logs.String(), "drain"))
+	}
 }

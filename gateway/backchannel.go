@@ -213,7 +213,7 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 	}
 	buf, whole, err := readRecordUpTo(rr, limit)
 	if err != nil {
-		s.met.backendError("read")
+		s.met.backendReadFailed(err)
 		return err
 	}
 	if !whole {

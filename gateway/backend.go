@@ -527,7 +527,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			if errors.Is(err, io.EOF) {
 				return errors.New("backend closed the connection")
 			}
-			s.met.backendError("read")
+			s.met.backendReadFailed(err)
 			s.replyTooLarge(rr, err)
 			return fmt.Errorf("read reply: %w", err)
 		}
@@ -537,7 +537,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			if s.be.paused.Load() {
 				return errPaused
 			}
-			s.met.backendError("read")
+			s.met.backendReadFailed(err)
 			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
 				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
 					s.replyBroken(pc, done, err)
@@ -588,7 +588,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			if s.be.paused.Load() {
 				return errPaused
 			}
-			s.met.backendError("read")
+			s.met.backendReadFailed(err)
 			s.replyBroken(pc, done, err)
 			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
 		}

@@ -55,6 +55,7 @@ func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
 	}
 	f := &Forward{cfg: cfg, log: log, met: NewMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
+	f.met.setEventLogger(log)
 	f.reload.init(cfg)
 	f.parked.met, f.parked.log = f.met, log
 	if err := f.open(); err != nil {
@@ -225,8 +226,8 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		req.Reject(nil)
 		return
 	}
-	ops := new(clientOps) // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, sessionMetrics{f.met, ops}))
+	ops := new(clientOps)                                                                                                   // the session's, counted from the accept on
+	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, f.met.forConn(peer, sessionMetrics{f.met, ops}))) // + client events (logging.go)
 	if err != nil {
 		conn.Close()
 		f.met.rejected("accept_failed")

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ type Metrics struct {
 	ddpFallbacks   prometheus.Counter
 	backendErrors  *prometheus.CounterVec
 	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
+	events         *eventLog  // client events, rate-limited at INFO (logging.go)
 
 	ops *opsMetrics // drain and reload (ops.go)
 	be  *beMetrics  // backend connection health (backend_metrics.go)
@@ -180,6 +182,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
 	m.bc = newBCMetrics(f)
+	m.events = newEventLog(f)
 	m.ops = newOpsMetrics(f)
 	if mode == "forward" { // reverse mode has its own backend series (reverse_metrics.go)
 		m.be = newBEMetrics(f)
@@ -360,6 +363,16 @@ func (m *Metrics) rejected(reason string) { m.connsRejected.WithLabelValues(reas
 func (m *Metrics) callDropped(reason string) { m.callsDropped.WithLabelValues(reason).Inc() }
 
 func (m *Metrics) backendError(where string) { m.backendErrors.WithLabelValues(where).Inc() }
+
+// backendReadFailed counts a failed read from the backend, unless the
+// gateway had closed the connection itself (the client went away, the
+// session is ending, a reconnect): that is no backend error.
+func (m *Metrics) backendReadFailed(err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	m.backendError("read")
+}
 
 func (m *Metrics) observe(h prometheus.Histogram, since time.Time) {
 	h.Observe(time.Since(since).Seconds())

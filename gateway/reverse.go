@@ -57,6 +57,7 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 	}
 	r := &Reverse{cfg: cfg, log: log, met: newReverseMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port)), carry: cfg.CarryLimits()}
+	r.met.setEventLogger(log)
 	r.reload.init(cfg)
 	if err := r.open(); err != nil {
 		r.Close()

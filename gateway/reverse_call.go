@@ -361,7 +361,7 @@ func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) err
 	switch {
 	case len(head) < 8:
 		c.met.callDropped("not_rpc")
-		c.log.Debug("record too short for an RPC call; dropped", "peer", c.peer, "bytes", len(head))
+		c.met.callEvent("not_rpc", c.peer, 0)
 		return nil
 	case errors.Is(err, tcprpc.ErrBadRPCVersion):
 		rh = tcprpc.RPCMismatchReply(h.XID)
@@ -371,10 +371,14 @@ func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) err
 		c.met.callDropped("bad_auth")
 	default:
 		c.met.callDropped("not_rpc")
-		c.log.Debug("record is not an RPC call; dropped", "peer", c.peer, "xid", h.XID, "error", err)
+		c.met.callEvent("not_rpc", c.peer, h.XID)
 		return nil
 	}
-	c.log.Debug("call refused by the gateway", "peer", c.peer, "xid", h.XID, "error", err)
+	reason := "bad_auth"
+	if errors.Is(err, tcprpc.ErrBadRPCVersion) {
+		reason = "rpc_mismatch"
+	}
+	c.met.callEvent(reason, c.peer, h.XID)
 	return s.replyHeaderOnly(&rh)
 }
 

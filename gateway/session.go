@@ -117,7 +117,6 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 		// it. This is no reply the gateway cannot send (RFC 8166 §4.5.4
 		// does not apply): one reply for the XID will be sent. The
 		// duplicate's receive and credit come back at once.
-		s.log.Warn("call with a duplicate XID dropped", "peer", s.peer, "xid", h.XID)
 		s.drop(call, "duplicate_xid")
 		return
 	}
@@ -169,14 +168,12 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error
 		rh, reason = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadVerf), "bad_verf"
 	case errors.Is(err, tcprpc.ErrNotCall), errors.Is(err, tcprpc.ErrBadMsgType),
 		he != nil && (he.Field == "xid" || he.Field == "msg_type"):
-		s.log.Debug("message is not an RPC call; dropped", "peer", s.peer, "error", err)
-		s.drop(call, "not_rpc")
+		s.drop(call, "not_rpc") // logs the client event
 		return
 	default:
 		rh, reason = tcprpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
-	s.log.Info("call with a bad RPC header answered by the gateway", "peer", s.peer, "xid", h.XID,
-		"answer", reason, "error", err)
+	s.met.callEvent(reason, s.peer, h.XID, "error", err) // logging.go
 	if rerr := s.replyWithHeader(call, &rh); rerr != nil {
 		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
 	}
@@ -209,6 +206,7 @@ func (s *session) replyWithHeader(call *rdmarpc.Call, rh *tcprpc.ReplyHeader) er
 // drop abandons a call that will get no reply.
 func (s *session) drop(call *rdmarpc.Call, reason string) {
 	s.met.callDropped(reason)
+	s.met.callEvent(reason, s.peer, call.Header.XID) // logging.go
 	s.met.creditsInUse.Dec()
 	call.Drop()
 }

@@ -47,7 +47,8 @@ func StartGatewayWith(t testing.TB, backend string, tweak func(*gateway.Config),
 	}
 	log := hclog.NewNullLogger()
 	if logs != nil {
-		log = hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level), Output: logs})
+		log = hclog.New(&hclog.LoggerOptions{Name: "gw", Level: hclog.LevelFromString(cfg.Log.Level),
+			JSONFormat: cfg.Log.Format == "json", Output: logs})
 	}
 	f, err := gateway.NewForward(&cfg, log)
 	if err != nil {

@@ -54,7 +54,7 @@ if [ -z "${E2E_GW_BIN:-}" ] && [ "${E2E_NO_GW_BUILD:-0}" != 1 ]; then
         GW_BIN=$OUTROOT/no-gateway   # never a stale binary
     fi
 fi
-if [ -z "$GW_NOTE" ] && ! { [ -x "$GW_BIN" ] && "$GW_BIN" help 2>/dev/null | grep -qw serve; }; then
+if [ -z "$GW_NOTE" ] && ! { [ -x "$GW_BIN" ] && "$GW_BIN" help 2>/dev/null | grep -w serve > /dev/null; }; then
     GW_NOTE="$GW_BIN has no serve subcommand yet"
 fi
 [ -z "$GW_NOTE" ] || echo "== note: $GW_NOTE: the gateway cases skip"

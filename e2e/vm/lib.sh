@@ -338,7 +338,7 @@ nfs_suite() {
 # -------------------------------------------------------------- gateway ----
 gw_binary() {
     local b=${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs}
-    [ -x "$b" ] && "$b" help 2>/dev/null | grep -qw serve && echo "$b"
+    [ -x "$b" ] && "$b" help 2>/dev/null | grep -w serve > /dev/null && echo "$b"
 }
 
 start_gateway() {

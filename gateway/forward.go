@@ -344,7 +344,7 @@ func (f *Forward) Drain(ctx context.Context) DrainResult {
 // Sessions is the live view of the gateway's clients and backend
 // connections.
 func (f *Forward) Sessions() Sessions {
-	return f.clients.snapshot(Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend})
+	return f.clients.snapshot(Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend}, f.parked.backends()...)
 }
 
 // Alive is the liveness probe behind the systemd watchdog: the accept

@@ -61,7 +61,10 @@ type BackendConnInfo struct {
 	Transport string `json:"transport"` // "tcp" (forward) or "rdma" (reverse)
 	Local     string `json:"local"`     // "" while (re)connecting
 	Remote    string `json:"remote"`
-	Client    string `json:"client"` // the client connection it serves
+	Client    string `json:"client"` // the client connection it serves (parked: the client's IP)
+	// State is "serving", or "parked": kept open for its client's
+	// reconnection (backend.reconnect_grace, forward mode).
+	State string `json:"state"`
 }
 
 // Sessions is the whole live view: every client connection and every
@@ -213,8 +216,10 @@ func (t *clientTable) cancelOf(c liveClient) context.CancelFunc {
 	return t.clients[c]
 }
 
-// snapshot builds the live view, clients oldest first.
-func (t *clientTable) snapshot(s Sessions) Sessions {
+// snapshot builds the live view, clients oldest first, then the backend
+// connections: those serving the clients, and parked (those of clients
+// gone, kept for their reconnection).
+func (t *clientTable) snapshot(s Sessions, parked ...BackendConnInfo) Sessions {
 	now := time.Now()
 	s.Draining = t.isDraining()
 	s.Clients = []SessionInfo{}
@@ -226,6 +231,7 @@ func (t *clientTable) snapshot(s Sessions) Sessions {
 	for _, c := range s.Clients {
 		s.Backends = append(s.Backends, c.Backend)
 	}
+	s.Backends = append(s.Backends, parked...)
 	return s
 }
 

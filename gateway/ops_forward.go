@@ -11,7 +11,7 @@ func (s *session) info(now time.Time) SessionInfo {
 	si := SessionInfo{Peer: s.peer, Mode: "forward",
 		CreditsGranted: s.cfg.RDMA.Credits, CreditsInUse: s.rc.Outstanding(),
 		InlineRecv: int(s.cfg.RDMA.InlineRecv), InlineSend: s.rc.InlineSend(),
-		Backend: BackendConnInfo{Transport: "tcp", Client: s.peer}}
+		Backend: BackendConnInfo{Transport: "tcp", Client: s.peer, State: "serving"}}
 	s.mu.Lock()
 	si.CallsInFlight = len(s.pending.byXID)
 	s.mu.Unlock()
@@ -33,4 +33,18 @@ func (s *session) inFlight() int { return s.rc.Outstanding() + s.rc.SendsInFligh
 
 func (s *session) probe(ctx context.Context) error {
 	return lockWithin(ctx, &s.mu, "session "+s.peer)
+}
+
+// backends lists the parked backend connections.
+func (p *parkedSessions) backends() []BackendConnInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []BackendConnInfo
+	for id, list := range p.byID {
+		for _, ps := range list {
+			out = append(out, BackendConnInfo{Transport: "tcp", State: "parked", Client: id,
+				Local: ps.conn.LocalAddr().String(), Remote: ps.conn.RemoteAddr().String()})
+		}
+	}
+	return out
 }

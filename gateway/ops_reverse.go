@@ -17,7 +17,7 @@ var errDraining = errors.New("gateway: draining")
 func (c *revClient) info(now time.Time) SessionInfo {
 	si := SessionInfo{Peer: c.peer, Mode: "reverse", CallsInFlight: int(c.calls.Load()),
 		InlineRecv: int(c.r.cfg.RDMA.InlineRecv),
-		Backend:    BackendConnInfo{Transport: "rdma", Remote: c.r.backend, Client: c.peer}}
+		Backend:    BackendConnInfo{Transport: "rdma", Remote: c.r.backend, Client: c.peer, State: "serving"}}
 	l := c.link
 	l.mu.Lock()
 	if l.conn != nil {

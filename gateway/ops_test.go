@@ -217,8 +217,20 @@ func TestForwardSessionsView(t *testing.T) {
 	if len(back.Backends) != 1 || back.Backends[0].Local != cl.Backend.Local {
 		t.Errorf("backends: %+v", back.Backends)
 	}
+	if back.Backends[0].State != "serving" {
+		t.Errorf("backend state %q while its client is connected", back.Backends[0].State)
+	}
 	n.c.close()
 	sessionsOf(t, gw.Sessions, 0, "the client to disappear after it disconnected")
+	// Its backend connection is kept for its reconnection (reconnect_grace).
+	var s gateway.Sessions
+	waitFor(t, 10*time.Second, "the backend connection to be listed as parked", func() bool {
+		s = gw.Sessions()
+		return len(s.Backends) == 1 && s.Backends[0].State == "parked"
+	})
+	if b := s.Backends[0]; b.Local != cl.Backend.Local || b.Client != "127.0.0.1" {
+		t.Errorf("parked backend %+v, want local %s for client 127.0.0.1", b, cl.Backend.Local)
+	}
 }
 
 // A reload changes what it can without disconnecting anyone: the

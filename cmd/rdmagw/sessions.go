@@ -116,6 +116,7 @@ func printSessions(w io.Writer, s *gateway.Sessions) {
 		state = ", draining"
 	}
 	fmt.Fprintf(w, "%s gateway on %s, backend %s: %d clients%s\n", s.Mode, s.Listen, s.Backend, len(s.Clients), state)
+	defer printParked(w, s.Backends)
 	if len(s.Clients) == 0 {
 		return
 	}
@@ -132,6 +133,21 @@ func printSessions(w io.Writer, s *gateway.Sessions) {
 			c.Backend.Transport, orDash(c.Backend.Local), c.Backend.Remote)
 	}
 	tw.Flush()
+}
+
+// printParked lists the backend connections kept for clients gone.
+func printParked(w io.Writer, bs []gateway.BackendConnInfo) {
+	n := 0
+	for _, b := range bs {
+		if b.State != "parked" {
+			continue
+		}
+		if n == 0 {
+			fmt.Fprintln(w, "parked backend connections (kept for their client's reconnection):")
+		}
+		n++
+		fmt.Fprintf(w, "  client %s: %s %s -> %s\n", b.Client, b.Transport, b.Local, b.Remote)
+	}
 }
 
 func humanBytes(n uint64) string {

@@ -24,7 +24,10 @@ import (
 // straight from the socket and offers them as Read chunks, offers Write
 // chunks for READ/READLINK results and a Reply chunk when the reply may
 // not fit inline, and splices the chunk data back into the TCP reply
-// without copying it (reverse_call.go, reverse_reply.go). Create it with
+// without copying it (reverse_call.go, reverse_reply.go). NFSv4.1
+// callbacks from the server come back the same way, on the client's RDMA
+// connection, and go to the client's TCP connection
+// (reverse_backchannel.go). Create it with
 // NewReverse, run it with Serve, release it with Close.
 type Reverse struct {
 	rdmaStack // device, protection domain, buffer pool

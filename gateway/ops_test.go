@@ -245,7 +245,8 @@ func TestForwardReconfigureKeepsClients(t *testing.T) {
 	next := gateway.DefaultConfig()
 	next.Listen.Address = "127.0.0.1"
 	next.Listen.Port = 1 // restart-only
-	next.RDMA.Credits = 16
+	next.RDMA.InlineSend = 2048
+	next.RDMA.Credits = 16 // restart-only: sizes the receive pool
 	next.Log.Level = "warn"
 	next.Listen.AllowedNetworks = []string{"10.0.0.0/8"}
 	next.Metrics.Listen = ""
@@ -256,7 +257,8 @@ func TestForwardReconfigureKeepsClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !contains(res.Applied, "log.level") || !contains(res.Applied, "listen.allowed_networks") ||
-		!contains(res.NewConnections, "rdma.credits") || !contains(res.NeedRestart, "listen.port") {
+		!contains(res.NewConnections, "rdma.inline_send") || !contains(res.NeedRestart, "listen.port") ||
+		!contains(res.NeedRestart, "rdma.credits") {
 		t.Fatalf("reload result %+v", res)
 	}
 	if v := metric(t, gw.Metrics(), "rdmagw_config_reloads_total", "result", "applied"); v != 1 {
@@ -267,7 +269,7 @@ func TestForwardReconfigureKeepsClients(t *testing.T) {
 		t.Fatal("data read after the reload differs")
 	}
 	after := sessionsOf(t, gw.Sessions, 1, "the same client")[0]
-	if after.Peer != before.Peer || after.CreditsGranted != before.CreditsGranted {
+	if after.Peer != before.Peer || after.InlineSend != before.InlineSend {
 		t.Errorf("client changed by the reload: %+v -> %+v", before, after)
 	}
 	// A new client is refused: 127.0.0.1 is outside 10.0.0.0/8.
@@ -289,8 +291,9 @@ func TestForwardReconfigureKeepsClients(t *testing.T) {
 		}
 		return false
 	})
-	if newer.CreditsGranted != 16 {
-		t.Errorf("new client granted %d credits, want the reloaded 16", newer.CreditsGranted)
+	if newer.InlineSend != 2048 || newer.CreditsGranted != before.CreditsGranted {
+		t.Errorf("new client: inline send %d, credits %d; want the reloaded 2048 and the running %d",
+			newer.InlineSend, newer.CreditsGranted, before.CreditsGranted)
 	}
 
 	bad := next

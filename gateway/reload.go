@@ -33,10 +33,18 @@ var liveFields = []string{"log.level", "listen.allowed_networks", "metrics.sessi
 
 // connFields (forward mode) apply to client connections made after the
 // reload: the engine's and the session's settings are taken per
-// connection (Forward.serveClient).
-var connFields = []string{"rdma.", "backchannel.",
+// connection (Forward.serveClient, Forward.responderConfig), and the
+// connection limits at each connection request. Not rdma.credits,
+// rdma.inline_recv, backchannel.max_calls nor backchannel.disabled: they
+// set the receives of a connection, and the receive pool is sized for
+// connections.max of them at start (openRecvPool).
+var connFields = []string{"rdma.inline_send", "rdma.max_reads_outstanding", "rdma.limits.",
+	"backchannel.queue", "backchannel.timeout",
 	"backend.connect_timeout", "backend.reserved_source_port", "backend.reconnect_backoff_initial",
-	"backend.reconnect_backoff_max", "backend.give_up_after", "backend.max_reply_bytes"}
+	"backend.reconnect_backoff_max", "backend.give_up_after", "backend.max_reply_bytes",
+	"backend.ping_interval", "backend.ping_timeout", "backend.reconnect_grace",
+	"connections.max", "connections.max_per_address", "connections.idle_timeout",
+	"connections.reply_timeout", "connections.max_call_memory", "connections.max_reply_memory"}
 
 // reverseConnFields: none yet; reverse mode reads its settings from the
 // gateway's one configuration throughout (restart to change them).
@@ -86,6 +94,9 @@ func (l *liveConfig) reconfigure(next *Config, conn []string, apply func(*Config
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur.Load()
+	if err := next.Validate(); err != nil { // LoadConfig did; a caller may not have
+		return ReloadResult{}, err
+	}
 	if next.Mode != old.Mode {
 		return ReloadResult{}, &FieldError{Field: "mode", Reason: fmt.Sprintf("cannot change from %q to %q on reload (restart)", old.Mode, next.Mode)}
 	}

@@ -213,10 +213,10 @@ log: {format: json}
 	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusNotFound {
 		t.Fatalf("/debug/sessions answered %d with metrics.sessions off", code)
 	}
-	// Reload: metrics.sessions on (live), rdma.credits (new connections),
-	// metrics.listen (restart only).
+	// Reload: metrics.sessions on (live), rdma.inline_send (new
+	// connections), metrics.listen (restart only).
 	os.WriteFile(path, []byte(config(`metrics: {listen: "127.0.0.1:1", sessions: true}
-rdma: {credits: 32}`)), 0o644)
+rdma: {inline_send: 2KiB}`)), 0o644)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	waitLog(t, logs, `"@message":"configuration reloaded"`)
 	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusOK {

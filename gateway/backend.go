@@ -74,7 +74,11 @@ type beState struct {
 
 	// Per connection, reset by serveBackend.
 	gotReply atomic.Bool  // a reply to a call or a ping arrived
-	lastRecv atomic.Int64 // when the last record from the server started (Unix ns)
+	lastRecv atomic.Int64 // when the last record from the server started, or the reader last waited on our side (Unix ns)
+	// localWait: the reader is held up on the gateway's side (waiting for
+	// pool memory within the connection's share, or for the client to
+	// take replies), so silence from the server proves nothing.
+	localWait atomic.Bool
 
 	pingDue  bool   // the writer is to send a NULL ping
 	pingOut  bool   // a ping is on the wire, unanswered
@@ -276,6 +280,12 @@ func (s *session) watchBackend(done <-chan struct{}) error {
 		case <-t.C:
 		}
 		now := time.Now()
+		if s.be.localWait.Load() {
+			// The reader is held up by the client or the connection's
+			// memory share; the server may be waiting for us to read.
+			pingAt = time.Time{}
+			s.be.lastRecv.Store(now.UnixNano())
+		}
 		last := time.Unix(0, s.be.lastRecv.Load())
 		if !pingAt.IsZero() && last.After(pingAt) {
 			pingAt = time.Time{} // the server spoke
@@ -517,7 +527,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	lim := s.cfg.CarryLimits()
-	rb := replyBuilder{rr: rr, pool: s.pool, quota: s.replyQuota, peekMax: peekMax, done: done, timer: timer, lim: &lim}
+	rb := replyBuilder{rr: rr, pool: s.pool, quota: s.replyQuota, localWait: &s.be.localWait, peekMax: peekMax, done: done, timer: timer, lim: &lim}
 	var rh tcprpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {
@@ -598,6 +608,8 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,
 				"program", pc.prog, "version", pc.vers, "procedure", pc.proc)
 		}
+		s.be.localWait.Store(true) // Reply may wait for the client to take replies
 		s.deliver(pc, st)
+		s.be.localWait.Store(false)
 	}
 }

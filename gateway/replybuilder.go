@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmagw/rdmagw/rdmarpc"
@@ -29,6 +30,9 @@ type replyBuilder struct {
 	rr      *tcprpc.RecordReader
 	pool    *rdmarpc.Pool
 	quota   *rdmarpc.Quota // the connection's connections.max_reply_memory
+	// localWait is set while get waits for memory: the reader is held up
+	// on our side, not by the server (the backend watchdog skips it).
+	localWait *atomic.Bool
 	peekMax int
 	done    <-chan struct{} // closed when the backend connection is going away
 	timer   *time.Timer
@@ -296,6 +300,10 @@ func (b *replyBuilder) get(n int) (*rdmarpc.Buffer, error) {
 		}
 		if !errors.Is(err, rdmarpc.ErrPoolExhausted) {
 			return nil, err
+		}
+		if b.localWait != nil && !b.localWait.Load() {
+			b.localWait.Store(true)
+			defer b.localWait.Store(false)
 		}
 		b.timer.Reset(wait)
 		select {

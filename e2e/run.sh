@@ -23,6 +23,8 @@
 #                 with `make build-ibverbs`; E2E_NO_GW_BUILD=1 skips the build)
 #   E2E_VERSIONS  NFS versions of the data suites (default "3 4.0 4.1 4.2")
 #   E2E_DATA_MIB, E2E_FIO_MIB, E2E_PERF_SECS   sizes and durations
+#   E2E_FO_VERSIONS, E2E_FO_MIB, E2E_FO_OPTS   60-failover: versions, file
+#                 size, extra mount options (e.g. timeo=100)
 #   E2E_WAIT_QEMU=1   before each guest, wait (up to 15 min) while another
 #                 qemu-system process runs on this host (shared CI hosts)
 set -uo pipefail
@@ -119,6 +121,9 @@ for f in "${cases[@]}"; do
             ${E2E_PERF_SECS:+-e "E2E_PERF_SECS=$E2E_PERF_SECS"} \
             ${E2E_DELEG_VERSIONS+-e "E2E_DELEG_VERSIONS=$E2E_DELEG_VERSIONS"} \
             ${E2E_DELEG_REVERSE_VERSIONS+-e "E2E_DELEG_REVERSE_VERSIONS=$E2E_DELEG_REVERSE_VERSIONS"} \
+            ${E2E_FO_VERSIONS+-e "E2E_FO_VERSIONS=$E2E_FO_VERSIONS"} \
+            ${E2E_FO_MIB:+-e "E2E_FO_MIB=$E2E_FO_MIB"} \
+            ${E2E_FO_OPTS:+-e "E2E_FO_OPTS=$E2E_FO_OPTS"} \
             -- "$f" > "$d.host.log" 2>&1
         rc=$?
         wall=$((SECONDS - t))

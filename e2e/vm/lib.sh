@@ -30,6 +30,7 @@
 #   start_gateway            write a forward config and start the gateway on
 #                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS;
 #                            $GW_EXTRA_CONF is appended to the config
+#   gw_forward_conf          that config on stdout (to start a gateway elsewhere)
 #   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
 #                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
@@ -344,7 +345,14 @@ gw_binary() {
 start_gateway() {
     GW_BIN=$(gw_binary) || return 1
     GW_CONF=/tmp/forward.yaml
-    cat > "$GW_CONF" <<EOC
+    gw_forward_conf > "$GW_CONF"
+    cp "$GW_CONF" "$OUT/forward.yaml"
+    gw_launch
+}
+
+# gw_forward_conf: start_gateway's forward config on stdout
+gw_forward_conf() {
+    cat <<EOC
 mode: forward
 listen:
   address: $RXE_IP
@@ -359,8 +367,6 @@ log:
   level: ${E2E_GW_LOG:-info}
 ${GW_EXTRA_CONF:-}
 EOC
-    cp "$GW_CONF" "$OUT/forward.yaml"
-    gw_launch
 }
 
 # start_gateway_reverse: reverse config: TCP on $GW_RV_ADDR:$GW_RV_PORT

@@ -212,7 +212,9 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		once.Do(func() {
 			first = err
 			close(done)
-			conn.Close()
+			if err != errPaused { // never a connection being parked
+				conn.Close()
+			}
 		})
 	}
 	var wg sync.WaitGroup
@@ -241,9 +243,11 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		// Stop the goroutines without closing: the deadline wakes a
 		// blocked read (the record reader resumes where it stopped) or
 		// write (a record half written spoils the stream: then close).
+		// done first: a goroutine woken by the deadline must find the
+		// stop taken (its own stop would close conn).
+		once.Do(func() { first = errPaused; close(done) })
 		s.be.paused.Store(true)
 		conn.SetDeadline(time.Now())
-		once.Do(func() { first = errPaused; close(done) })
 		wg.Wait()
 		s.be.paused.Store(false)
 		if first != errPaused || werr != nil {

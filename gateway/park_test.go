@@ -139,3 +139,32 @@ func TestForwardParkedBackendExpires(t *testing.T) {
 		t.Errorf("backend connections %v: want a new one after the grace", ports)
 	}
 }
+
+// A client that reconnects again and again keeps one backend connection
+// throughout: parking never closes it, and every reconnect takes it over.
+func TestForwardParkedBackendKeptAcrossManyReconnects(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startProxy(t, g.NFSAddr)
+	gw := startGateway(t, px.addr(), nil)
+	m := gw.Metrics()
+	const rounds = 15
+	for i := range rounds {
+		c := dialRDMA(t, gw.Addr().String())
+		if err := null3(c, 10*time.Second); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		c.close()
+		waitFor(t, 10*time.Second, "the backend connection to be parked", func() bool {
+			return metric(t, m, "rdmagw_backend_connections_parked") == 1
+		})
+	}
+	if v := metric(t, m, "rdmagw_backend_connections_kept_total"); v != rounds-1 {
+		t.Errorf("kept = %v, want %d", v, rounds-1)
+	}
+	if v := metric(t, m, "rdmagw_backend_reconnects_total"); v != 0 {
+		t.Errorf("backend reconnects = %v: a kept connection was found closed", v)
+	}
+	if ports := px.ports(); len(ports) != 1 {
+		t.Errorf("backend connections %v, want one", ports)
+	}
+}

@@ -138,7 +138,10 @@ func (s *revSlot) callFailed(err error) {
 		// The client is gone, or about to be disconnected because the
 		// server is: it retransmits after reconnecting.
 		reason := "client_gone"
-		if errors.Is(err, errGaveUp) {
+		// The link's give-up cancels the client's context too, so a
+		// call waiting there may see either error first: the link says
+		// which it was.
+		if errors.Is(err, errGaveUp) || c.link.gone() {
 			reason = "backend_gone"
 		}
 		c.met.callDropped(reason)

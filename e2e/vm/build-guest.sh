@@ -7,8 +7,14 @@
 #   2. the guest kernel: Debian's linux-image-$KVER .deb, fetched with
 #      `apt-get download` (KVER defaults to what linux-image-amd64 depends
 #      on), unpacked, module tree depmod'ed, under $E2E_CACHE/kernel
-#   3. a static busybox from busybox-static (`apt-get download`)
-#   4. $E2E_CACHE/initramfs-$KVER.cpio.gz: busybox + the modules that mount
+#   3. siw.ko (soft-iWARP, which Debian's kernels do not build): the siw
+#      directory of linux-source-<major.minor>, built out of tree against
+#      linux-headers-$KVER (+ its -common and linux-kbuild .debs, all of
+#      the kernel's own version, `apt-get download`), installed as
+#      lib/modules/$KVER/updates/siw.ko in the cached module tree. A failure
+#      here only warns: the siw cases then report the lab failure.
+#   4. a static busybox from busybox-static (`apt-get download`)
+#   5. $E2E_CACHE/initramfs-$KVER.cpio.gz: busybox + the modules that mount
 #      the host's / over virtio-9p (virtio_pci, 9pnet_virtio, 9p, overlay)
 #      + /init (guest/initramfs-init.sh): overlay root = host / read-only
 #      (9p) + tmpfs, then switch_root into guest/guest-init.sh.
@@ -22,6 +28,7 @@
 #               (default /var/tmp/rdmagw-e2e; several KVERs coexist)
 #   KVER        a Debian kernel release, e.g. 6.1.0-56-amd64 or
 #               6.12.117+deb12-amd64 (default: linux-image-amd64's dependency)
+#   E2E_NO_SIW  1: do not build siw.ko (the siw cases then fail as lab failures)
 #   E2E_DEB_DIR a directory that may already hold linux-image-$KVER_*.deb /
 #               busybox-static_*.deb (skips the download; optional)
 set -euo pipefail
@@ -54,16 +61,18 @@ mkdir -p "$KDIR" "$DEBS"
 # pipefail a glob that matches nothing must not end the script silently)
 first_file() { local f; for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 0; }
 
-# fetch_deb PKG: path of PKG's .deb, downloaded with apt-get download if needed
+# fetch_deb PKG [VERSION]: path of PKG's .deb (of that version, if given),
+# downloaded with apt-get download if needed
 fetch_deb() {
-    local pkg=$1 deb
-    deb=$(first_file "$DEBS/${pkg}"_*.deb ${E2E_DEB_DIR:+"$E2E_DEB_DIR/${pkg}"_*.deb} /var/cache/apt/archives/"${pkg}"_*.deb)
+    local pkg=$1 ver=${2:-} deb want
+    want=${ver:+"${ver//:/%3a}"}; want=${want:-*}
+    deb=$(first_file "$DEBS/${pkg}"_${want}_*.deb ${E2E_DEB_DIR:+"$E2E_DEB_DIR/${pkg}"_${want}_*.deb} /var/cache/apt/archives/"${pkg}"_${want}_*.deb)
     if [ -z "$deb" ]; then
-        echo "[build] apt-get download $pkg" >&2
-        (cd "$DEBS" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
-            { [ "$(id -u)" = 0 ] && apt-get update -q >&2 && (cd "$DEBS" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2); } ||
-            { echo "[build] apt-get download $pkg failed" >&2; return 1; }
-        deb=$(first_file "$DEBS/${pkg}"_*.deb)
+        echo "[build] apt-get download $pkg${ver:+=$ver}" >&2
+        (cd "$DEBS" && apt-get download -q -o APT::Sandbox::User=root "$pkg${ver:+=$ver}" >&2) ||
+            { [ "$(id -u)" = 0 ] && apt-get update -q >&2 && (cd "$DEBS" && apt-get download -q -o APT::Sandbox::User=root "$pkg${ver:+=$ver}" >&2); } ||
+            { echo "[build] apt-get download $pkg${ver:+=$ver} failed" >&2; return 1; }
+        deb=$(first_file "$DEBS/${pkg}"_${want}_*.deb)
     fi
     [ -n "$deb" ] || { echo "[build] no .deb for $pkg" >&2; return 1; }
     echo "$deb"
@@ -85,6 +94,47 @@ fi
 if [ ! -s "$KDIR/lib/modules/$KVER/modules.dep" ]; then
     echo "[build] depmod $KVER" >&2
     depmod -b "$KDIR" "$KVER"
+fi
+
+# ------------------------------------------------------------------- siw ----
+# build_siw: siw.ko for $KVER from Debian's own source and headers, of the
+# kernel's exact package version. The headers' Makefile includes the
+# -common tree by absolute /usr/src path: the unpacked copy is pointed at
+# its own -common tree instead, so nothing is installed on the host.
+SIW_KO=$KDIR/lib/modules/$KVER/updates/siw.ko
+build_siw() {
+    local kdeb kpkgver mm hdeps tmp d src hdr
+    kdeb=$(first_file "$DEBS/linux-image-$KVER"_*.deb ${E2E_DEB_DIR:+"$E2E_DEB_DIR/linux-image-$KVER"_*.deb})
+    if [ -n "$kdeb" ]; then kpkgver=$(dpkg-deb -f "$kdeb" Version)
+    else kpkgver=$(apt-cache show --no-all-versions "linux-image-$KVER" 2>/dev/null | awk '/^Version:/{print $2; exit}'); fi
+    [ -n "$kpkgver" ] || { echo "[build] siw: no package version for linux-image-$KVER" >&2; return 1; }
+    mm=$(echo "$KVER" | cut -d. -f1-2)    # 6.1.0-56-amd64 -> 6.1
+    hdeps=$(apt-cache depends "linux-headers-$KVER" 2>/dev/null |
+        awk '/Depends: linux-(headers|kbuild)-/{print $2}')
+    tmp=$(mktemp -d "$E2E_CACHE/.siw.XXXXXX")
+    for d in "linux-headers-$KVER" $hdeps; do
+        d=$(fetch_deb "$d" "$kpkgver") || { rm -rf "$tmp"; return 1; }
+        dpkg-deb -x "$d" "$tmp/root"
+    done
+    d=$(fetch_deb "linux-source-$mm" "$kpkgver") || { rm -rf "$tmp"; return 1; }
+    echo "[build] siw: unpacking drivers/infiniband/sw/siw from $(basename "$d")" >&2
+    dpkg-deb --fsys-tarfile "$d" | tar -xO "./usr/src/linux-source-$mm.tar.xz" |
+        tar -xJ -C "$tmp" "linux-source-$mm/drivers/infiniband/sw/siw" || { rm -rf "$tmp"; return 1; }
+    src=$tmp/linux-source-$mm/drivers/infiniband/sw/siw
+    hdr=$tmp/root/usr/src/linux-headers-$KVER
+    sed -i "s|include /usr/src/|include $tmp/root/usr/src/|" "$hdr/Makefile"
+    echo "[build] siw: make M=... CONFIG_RDMA_SIW=m modules ($KVER, $kpkgver)" >&2
+    if ! make -s -C "$hdr" M="$src" CONFIG_RDMA_SIW=m -j"$(nproc)" modules > "$tmp/make.log" 2>&1; then
+        tail -20 "$tmp/make.log" >&2; rm -rf "$tmp"; return 1
+    fi
+    mkdir -p "$(dirname "$SIW_KO")"
+    cp "$src/siw.ko" "$SIW_KO.tmp" && mv "$SIW_KO.tmp" "$SIW_KO"
+    rm -rf "$tmp"
+    echo "[build] depmod $KVER (+ updates/siw.ko)" >&2
+    depmod -b "$KDIR" "$KVER"    # (atomic: a running guest never sees no modules.dep)
+}
+if [ ! -f "$SIW_KO" ] && [ "${E2E_NO_SIW:-0}" != 1 ]; then
+    build_siw || echo "[build] WARNING: building siw.ko failed; the siw cases will report a lab failure" >&2
 fi
 
 # --------------------------------------------------------------- busybox ----

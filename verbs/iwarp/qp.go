@@ -46,6 +46,7 @@ type orqEntry struct {
 	sinkTO   uint64
 	length   int
 	got      int
+	stale    int // bytes a peer sent for this zero-length Read (dropped; see rx.readResponse)
 }
 
 // irqEntry is a Read Request from the peer we still have to answer (IRD

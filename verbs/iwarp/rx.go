@@ -31,6 +31,7 @@ type rxState struct {
 	hdr   [fpduLenField + ddpUntaggedLen]byte
 	trl   [3 + fpduCRCLen]byte
 	ctl   [termMaxLen + 64]byte
+	junk  []byte // scratch for payload that is dropped (allocated on first use)
 	h     ddpHeader
 	ulen  int
 	crc   uint32
@@ -298,7 +299,25 @@ func (x *rxState) readResponse(plen int) error {
 		sgl = c.sqAt(o.seq).sgl
 	}
 	c.mu.Unlock()
-	if plen > 0 {
+	drop := plen > 0 && !o.user && o.length == 0
+	if drop {
+		// Data for one of our zero-length Reads (a fence or the RTR).
+		// Linux siw sends it when the Read Request waits in its inbound
+		// read queue behind other work: siw_activate_tx leaves the previous
+		// work request's SGE in place for a zero-length response, so siw
+		// sends that memory (6.1; it then also answers with the right
+		// STag and TO). No buffer of ours is addressed, so the bytes are
+		// checked (STag, TO continuity, CRC) and dropped instead of ending
+		// the connection over the peer's bug.
+		if h.STag != o.sinkSTag || h.TO != o.sinkTO+uint64(o.stale) {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+				fmt.Sprintf("%d bytes at STag %#x TO %#x for a zero-length Read (STag %#x TO %#x)", plen, h.STag, h.TO, o.sinkSTag, o.sinkTO+uint64(o.stale)))
+		}
+		if err := x.discard(plen); err != nil {
+			return err
+		}
+		o.stale += plen
+	} else if plen > 0 {
 		if h.STag != o.sinkSTag {
 			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
 		}
@@ -315,7 +334,9 @@ func (x *rxState) readResponse(plen int) error {
 	if err := x.trailer(); err != nil {
 		return err
 	}
-	o.got += plen
+	if !drop {
+		o.got += plen
+	}
 	if !h.Last {
 		return nil
 	}
@@ -329,6 +350,21 @@ func (x *rxState) readResponse(plen int) error {
 	c.mu.Unlock()
 	c.kick()
 	c.complete()
+	return nil
+}
+
+// discard reads n payload bytes (CRC included) that go nowhere.
+func (x *rxState) discard(n int) error {
+	if x.junk == nil {
+		x.junk = make([]byte, 4096)
+	}
+	for n > 0 {
+		k := min(n, len(x.junk))
+		if err := x.place(x.junk[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
 	return nil
 }
 

@@ -1,0 +1,172 @@
+package iwarp
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// rawPeer is the far end of a connection written byte by byte: it plays
+// a peer whose behaviour the provider cannot produce itself (here Linux
+// siw's answer to a queued zero-length Read).
+type rawPeer struct {
+	t  *testing.T
+	nc net.Conn
+}
+
+// acceptRaw answers the provider's MPA Request with a Rev 2 enhanced
+// Reply (CRC as asked, IRD/ORD 16).
+func acceptRaw(t *testing.T, ln net.Listener) *rawPeer {
+	t.Helper()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	var req mpaFrame
+	if err := readMPAFrame(nc, &req); err != nil {
+		t.Fatal(err)
+	}
+	rep := mpaFrame{Reply: true, CRC: req.CRC, Rev: 2, Enhanced: true, IRD: 16, ORD: 16}
+	b, _ := appendMPAFrame(nil, &rep)
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	return &rawPeer{t: t, nc: nc}
+}
+
+// read returns the next FPDU's DDP header and payload (CRC checked).
+func (p *rawPeer) read() (ddpHeader, []byte) {
+	p.t.Helper()
+	var l [2]byte
+	if _, err := io.ReadFull(p.nc, l[:]); err != nil {
+		p.t.Fatalf("raw peer: reading an FPDU: %v", err)
+	}
+	n := int(binary.BigEndian.Uint16(l[:]))
+	rest := make([]byte, n+fpduPad(n)+fpduCRCLen)
+	if _, err := io.ReadFull(p.nc, rest); err != nil {
+		p.t.Fatalf("raw peer: reading a %d-byte ULPDU: %v", n, err)
+	}
+	crc := crcUpdate(crcUpdate(0, l[:]), rest[:n+fpduPad(n)])
+	if got := getCRC(rest[n+fpduPad(n):]); got != crc {
+		p.t.Fatalf("raw peer: CRC %#x, computed %#x", got, crc)
+	}
+	var h ddpHeader
+	if err := h.parse(rest[:n]); err != nil {
+		p.t.Fatal(err)
+	}
+	return h, rest[h.Len():n]
+}
+
+// write sends one FPDU.
+func (p *rawPeer) write(h ddpHeader, payload []byte) {
+	p.t.Helper()
+	n := h.Len() + len(payload)
+	b := make([]byte, fpduSize(n))
+	binary.BigEndian.PutUint16(b, uint16(n))
+	h.put(b[2:])
+	copy(b[2+h.Len():], payload)
+	putCRC(b[len(b)-fpduCRCLen:], crcUpdate(0, b[:len(b)-fpduCRCLen]))
+	if _, err := p.nc.Write(b); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// expectSendAndFence reads the provider's Send and its zero-length fence
+// Read Request.
+func (p *rawPeer) expectSendAndFence() readRequest {
+	p.t.Helper()
+	h, _ := p.read()
+	if op := rdmapOpcode(h.RDMAP & rdmapOpcodeMask); op != opSend {
+		p.t.Fatalf("raw peer: got %s, want the Send", &h)
+	}
+	h, pl := p.read()
+	var rr readRequest
+	if op := rdmapOpcode(h.RDMAP & rdmapOpcodeMask); op != opReadReq || rr.parse(pl) != nil || rr.Size != 0 {
+		p.t.Fatalf("raw peer: got %s %x, want a zero-length Read Request", &h, pl)
+	}
+	return rr
+}
+
+// Linux siw (6.1) answers a zero-length Read Request that waited in its
+// inbound read queue with the previous work request's bytes: a Read
+// Response carrying data, at the Read's own sink STag and TO. The
+// provider's fences are zero-length Reads, so against siw a busy
+// connection ended in a Terminate (DDP base or bounds) every few seconds
+// (the kernel NFS client then reconnected, 56 times in 4 minutes of the
+// lab's siw case). The bytes must be dropped and the fence completed: the
+// Send it proves succeeds and the connection lives on.
+func TestZeroLengthReadAnsweredWithData(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli := newSide(t, New(Config{}))
+	peerCh := make(chan *rawPeer, 1)
+	go func() { peerCh <- acceptRaw(t, ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := cli.dev.Dial(ctx, ln.Addr().String(), cli.opts(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.conn = c
+	peer := <-peerCh
+	out := cli.mem(t, 100, 0)
+	send := func(id uint64) {
+		t.Helper()
+		if err := c.PostSend(&verbs.SendWR{ID: id, Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: out.Bytes(), LKey: out.LKey()}}}); err != nil {
+			t.Fatalf("PostSend %d: %v (conn err %v)", id, err, c.Err())
+		}
+	}
+
+	// 1: the fence answered siw's way, 3,000 stale bytes in two segments.
+	send(1)
+	rr := peer.expectSendAndFence()
+	stale := make([]byte, 1500)
+	h := tagged(opReadResp, rr.SinkSTag, rr.SinkTO)
+	peer.write(h, stale)
+	h.TO += uint64(len(stale))
+	h.Last = true
+	peer.write(h, stale)
+	if wc := wait(t, cli.scq); wc.ID != 1 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("Send %+v (conn err %v), want ID 1 success", wc, c.Err())
+	}
+
+	// 2: the connection still works, and a proper empty answer too.
+	send(2)
+	rr = peer.expectSendAndFence()
+	h = tagged(opReadResp, rr.SinkSTag, rr.SinkTO)
+	h.Last = true
+	peer.write(h, nil)
+	if wc := wait(t, cli.scq); wc.ID != 2 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("Send %+v (conn err %v), want ID 2 success", wc, c.Err())
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
+
+	// 3: data at the wrong TO is still a base-or-bounds Terminate.
+	send(3)
+	rr = peer.expectSendAndFence()
+	h = tagged(opReadResp, rr.SinkSTag, rr.SinkTO+8)
+	h.Last = true
+	peer.write(h, stale[:64])
+	th, pl := peer.read()
+	var term terminate
+	if op := rdmapOpcode(th.RDMAP & rdmapOpcodeMask); op != opTerminate || term.parse(pl) != nil {
+		t.Fatalf("got %s, want a Terminate", &th)
+	}
+	if term.Layer != LayerDDP || term.EType != DDPTaggedBuffer || term.Code != DDPTaggedBaseBounds {
+		t.Fatalf("Terminate %s", fmt.Sprint(term.Layer, term.EType, term.Code))
+	}
+}

@@ -47,16 +47,20 @@ func newEnv(t testing.TB, c config) *env {
 func newEnvNoLeakCheck(t testing.TB, c config) *env {
 	t.Helper()
 	e := &env{c: c}
-	e.srv = e.openHost(t, "server")
-	e.cli = e.openHost(t, "client")
+	e.srv = e.openHost(t, "server", e.c.Provider)
+	cli := e.c.Provider
+	if e.c.Peer != nil {
+		cli = e.c.Peer
+	}
+	e.cli = e.openHost(t, "client", cli)
 	return e
 }
 
-func (e *env) openHost(t testing.TB, name string) *host {
+func (e *env) openHost(t testing.TB, name string, p verbs.Provider) *host {
 	t.Helper()
-	dev, err := e.c.Provider.Open(e.c.host)
+	dev, err := p.Open(e.c.host)
 	if err != nil {
-		t.Fatalf("%s: Open(%q): %v", name, e.c.host, err)
+		t.Fatalf("%s: %s Open(%q): %v", name, p.Name(), e.c.host, err)
 	}
 	t.Cleanup(func() {
 		if err := dev.Close(); err != nil {

@@ -38,6 +38,12 @@ const (
 type Factory struct {
 	// Provider is the provider under test.
 	Provider verbs.Provider
+	// Peer, if set, is the provider of every case's client host (the
+	// dialing side), so two providers are tested against each other on
+	// one wire (interop: the pure-Go iWARP provider and a kernel iWARP
+	// device through ibverbs). Quirks then describe the pair. Default:
+	// Provider at both ends.
+	Peer verbs.Provider
 	// Addr is the address listeners bind ("ip:0" for an ephemeral
 	// port); both ends open the device that serves its IP. Default
 	// "127.0.0.1:0"; RDMAGW_VERBS_ADDR overrides it (an IP without a port
@@ -142,6 +148,9 @@ func Run(t *testing.T, f Factory) {
 	}
 	c := resolve(f)
 	t.Logf("verbstest: provider %q, listen address %s, %d concurrent connections", c.Provider.Name(), c.Addr, c.Conns)
+	if c.Peer != nil {
+		t.Logf("verbstest: client side (dialer) on provider %q", c.Peer.Name())
+	}
 	// Providers may start process-wide goroutines on first use; one
 	// connection before the first baseline keeps them out of the count.
 	warmUp(t, c)

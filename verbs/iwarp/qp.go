@@ -354,11 +354,16 @@ func (c *conn) flushSQ() {
 	c.cqMu.Lock()
 	c.mu.Lock()
 	c.retireLocked()
+	// Completions stay in order: once one entry fails or flushes, every
+	// later one flushes, even a Write a fence already proved (it may
+	// follow a Read whose response never came).
+	failed := false
 	for ; c.sqHead < c.sqTail; c.sqHead++ {
 		s := c.sqHead
 		e := c.sqAt(s)
 		st := verbs.StatusFlushed
 		switch {
+		case failed:
 		case e.done:
 			st = verbs.StatusSuccess
 		case c.failSet && s == c.failSeq:
@@ -366,6 +371,7 @@ func (c *conn) flushSQ() {
 		case e.wrote && e.op != verbs.OpRDMARead && (!c.failSet || s < c.failSeq):
 			st = verbs.StatusSuccess
 		}
+		failed = failed || st != verbs.StatusSuccess
 		if st != verbs.StatusSuccess || e.signal {
 			n := e.length
 			if st != verbs.StatusSuccess {

@@ -206,6 +206,14 @@ func (c *conn) dial(ctx context.Context, o *options, ip net.IP, port int, addr s
 		}
 		c.finishSetup()
 		return nil
+	case C.RDMA_CM_EVENT_ESTABLISHED:
+		// iWARP: the kernel's iw_cm moved the QP to RTS itself when the
+		// MPA Reply arrived (there is no RTU and no CONNECT_RESPONSE);
+		// the INIT above already got the remote access the iWARP CM
+		// grants (Remote Write and Read).
+		c.private = ev.private
+		c.finishSetup()
+		return nil
 	case C.RDMA_CM_EVENT_REJECTED:
 		if ev.consumerReject {
 			return &verbs.RejectError{Addr: addr, PrivateData: ev.private}

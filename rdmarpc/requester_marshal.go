@@ -295,13 +295,18 @@ func (x *reqCtxt) collectChunks(h *Header) error {
 	}
 	x.chunks = x.chunkStore[:len(x.wbufs)]
 	for i, b := range x.wbufs {
+		room, segs := 0, 0 // offerReplyRoom: one segment per chunk with room
+		if b != nil {
+			room, segs = len(b.Bytes), 1
+		}
 		var w uint64
 		if i < len(h.Writes) {
 			w = h.Writes[i].Len()
-		}
-		room := 0
-		if b != nil {
-			room = len(b.Bytes)
+			// RFC 8166 §3.4.6: the responder MUST NOT change the number
+			// of segments in a Write chunk.
+			if n := len(h.Writes[i]); n != segs {
+				return fmt.Errorf("%w: xid 0x%08x: Write chunk %d returned with %d segments, %d offered", ErrBadReply, h.XID, i, n, segs)
+			}
 		}
 		if w > uint64(room) {
 			return fmt.Errorf("%w: xid 0x%08x: Write chunk %d claims %d bytes written, %d offered", ErrBadReply, h.XID, i, w, room)

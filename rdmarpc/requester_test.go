@@ -213,6 +213,10 @@ func TestRequesterRemoteErrors(t *testing.T) {
 			s.send(append(fixed(5, 1, 4, ProcMsg).u32(0, 1, 1, 1, 5000, 0, 0, 0, 0).bytes(), put32s(5)...))
 		case 6:
 			s.send(append(fixed(6, 1, 0, ProcMsg).u32(0, 0, 0).bytes(), put32s(6, 0)...)) // grant 0
+		case 8: // a one-segment Write chunk returned with two segments
+			s.send(append(fixed(8, 1, 4, ProcMsg).u32(0, 1, 2, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0).bytes(), put32s(8)...))
+		case 9: // an empty Write chunk returned with a segment
+			s.send(append(fixed(9, 1, 4, ProcMsg).u32(0, 1, 1, 1, 0, 0, 0, 0, 0).bytes(), put32s(9)...))
 		default:
 			s.send(ok)
 		}
@@ -254,6 +258,12 @@ func TestRequesterRemoteErrors(t *testing.T) {
 	}
 	if _, err = call(5, &ReplyPlan{WriteChunks: []int{100}}); !errors.Is(err, ErrBadReply) {
 		t.Fatalf("overlong Write chunk: %v", err)
+	}
+	if _, err = call(8, &ReplyPlan{WriteChunks: []int{100}}); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("Write chunk with a segment added: %v", err)
+	}
+	if _, err = call(9, &ReplyPlan{WriteChunks: []int{0}}); !errors.Is(err, ErrBadReply) {
+		t.Fatalf("empty Write chunk returned with a segment: %v", err)
 	}
 	r, err = call(6, nil)
 	if err != nil {

@@ -17,6 +17,10 @@ const (
 	// ErrCodeChunk (ERR_CHUNK, ERR_BADHEADER in drafts): the header could
 	// not be parsed, or used a reserved procedure.
 	ErrCodeChunk ErrorCode = 2
+	// ErrCodeGarbageArgs is no rdma_err: it names, for ErrorSent, the
+	// RPC reply (accepted, GARBAGE_ARGS) the responder makes itself for a
+	// call whose chunks do not fit its Payload stream (RFC 8166 §4.5.2).
+	ErrCodeGarbageArgs ErrorCode = 0x100
 )
 
 func (c ErrorCode) String() string {
@@ -25,6 +29,8 @@ func (c ErrorCode) String() string {
 		return "ERR_VERS"
 	case ErrCodeChunk:
 		return "ERR_CHUNK"
+	case ErrCodeGarbageArgs:
+		return "GARBAGE_ARGS"
 	}
 	return fmt.Sprintf("rdma_err(%d)", uint32(c))
 }

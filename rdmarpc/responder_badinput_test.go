@@ -154,6 +154,12 @@ func (c *rawClient) data(off, n, seed int) Segment {
 	return Segment{Handle: c.mr.RKey(), Length: uint32(n), Offset: c.mr.Addr() + uint64(rawDataOff+off)}
 }
 
+// rpcAt puts b at off in the data area and returns the segment naming it.
+func (c *rawClient) rpcAt(off int, b []byte) Segment {
+	copy(c.dataBytes(off, len(b)), b)
+	return Segment{Handle: c.mr.RKey(), Length: uint32(len(b)), Offset: c.mr.Addr() + uint64(rawDataOff+off)}
+}
+
 func (c *rawClient) dataBytes(off, n int) []byte {
 	return c.mem.Bytes()[rawDataOff+off : rawDataOff+off+n]
 }
@@ -181,7 +187,8 @@ const (
 	ansDrop answer = iota
 	ansVers
 	ansChunk
-	ansReply // a normal reply, checked by the case
+	ansReply   // a normal reply, checked by the case
+	ansGarbage // an RDMA_MSG with an RPC reply: accepted, GARBAGE_ARGS
 )
 
 // TestResponderBadInput: every malformed message gets its specified
@@ -233,9 +240,13 @@ func TestResponderBadInput(t *testing.T) {
 		{name: "unterminated Read list", msg: msgHdr(0x1f).u32(1, 12, seg.Handle, 100).bytes(), want: ansChunk, xid: 0x1f},
 		{name: "Read list without end", msg: msgHdr(0x20).read(12, seg).bytes(), want: ansChunk, xid: 0x20},
 		{name: "Position not a multiple of 4", msg: append(msgHdr(0x21).read(14, seg).u32(0, 0, 0).bytes(), body(0x21, opWrite, 100, trailerWord)...), want: ansChunk, xid: 0x21},
-		{name: "Position beyond the message", msg: append(msgHdr(0x22).read(400, seg).u32(0, 0, 0).bytes(), body(0x22, opWrite, 100, trailerWord)...), want: ansChunk, xid: 0x22},
+		// RFC 8166 §4.5.2: chunks that do not fit the Payload stream get
+		// GARBAGE_ARGS; an rdma_xid that is not the XID, ERR_CHUNK.
+		{name: "Position beyond the message", msg: append(msgHdr(0x22).read(400, seg).u32(0, 0, 0).bytes(), body(0x22, opWrite, 100, trailerWord)...), want: ansGarbage, xid: 0x22, metric: "error_GARBAGE_ARGS"},
+		{name: "rdma_xid is not the RPC XID", msg: append(msgHdr(0x40).u32(0, 0, 0).bytes(), body(0x41, opRead, 8)...), want: ansChunk, xid: 0x40},
+		{name: "Long call whose rdma_xid is not the RPC XID", msg: fixed(0x42, 1, 32, ProcNoMsg).read(0, c.rpcAt(16384, put32s(0x43, opRead, 8))).u32(0, 0, 0).bytes(), want: ansChunk, xid: 0x42},
 		{name: "Positions decreasing", msg: append(msgHdr(0x23).read(16, seg).read(12, seg).u32(0, 0, 0).bytes(), body(0x23, opWrite, 100, trailerWord)...), want: ansChunk, xid: 0x23},
-		{name: "second chunk inside the first", msg: append(msgHdr(0x24).read(12, seg).read(16, seg).u32(0, 0, 0).bytes(), body(0x24, opWrite, 100, trailerWord)...), want: ansChunk, xid: 0x24},
+		{name: "second chunk inside the first", msg: append(msgHdr(0x24).read(12, seg).read(16, seg).u32(0, 0, 0).bytes(), body(0x24, opWrite, 100, trailerWord)...), want: ansGarbage, xid: 0x24},
 		{name: "Read segment of 4 GiB", msg: append(msgHdr(0x25).read(12, Segment{Handle: seg.Handle, Length: 0xffffffff, Offset: seg.Offset}).u32(0, 0, 0).bytes(), body(0x25, opWrite, 100, trailerWord)...), want: ansChunk, xid: 0x25},
 		{name: "Write segment of 4 GiB", msg: append(msgHdr(0x26).u32(0, 1, 1).seg(Segment{Handle: seg.Handle, Length: 0xffffffff, Offset: seg.Offset}).u32(0, 0).bytes(), body(0x26, opRead, 10)...), want: ansChunk, xid: 0x26},
 		{name: "Read chunk larger than any pool buffer", msg: append(msgHdr(0x27).read(12, Segment{Handle: seg.Handle, Length: 2 << 20, Offset: seg.Offset}).u32(0, 0, 0).bytes(), body(0x27, opWrite, 2<<20)...), want: ansChunk, xid: 0x27},
@@ -317,6 +328,11 @@ func TestResponderBadInput(t *testing.T) {
 				}
 				if g := binary.BigEndian.Uint32(got[8:]); g == 0 {
 					t.Fatalf("ERR_CHUNK grants 0 credits")
+				}
+			case ansGarbage:
+				want := append(msgHdr(tc.xid).u32(0, 0, 0).bytes(), put32s(tc.xid, 1, 0, 0, 0, 4)...)
+				if len(got) != len(want) || !bytes.Equal(got[:8], want[:8]) || !bytes.Equal(got[12:], want[12:]) {
+					t.Fatalf("got % x, want GARBAGE_ARGS % x", got, want)
 				}
 			case ansReply:
 				tc.check(t, got)

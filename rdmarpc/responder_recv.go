@@ -1,6 +1,7 @@
 package rdmarpc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -75,9 +76,18 @@ var (
 	errPZInMsg      = errors.New("Position-Zero Read chunk in an RDMA_MSG call")
 	errNoPZ         = errors.New("RDMA_NOMSG call without a Position-Zero Read chunk")
 	errChunkTooBig  = errors.New("Read chunk larger than the largest registered buffer")
+	errPositionOrder = errors.New("Read chunk Positions decrease")
+	errNoRPC         = errors.New("no RPC message: fewer than 4 bytes, not even an XID")
+	errXIDMismatch   = errors.New("rdma_xid differs from the RPC message's XID")
+)
+
+// Reasons the engine answers GARBAGE_ARGS: the header is well formed but
+// its chunks do not fit the Payload stream, so the RPC arguments cannot
+// be put together (RFC 8166 §4.5.2: "mismatches between chunk sizes or
+// offsets and the contents of the Payload stream").
+var (
 	errPositionPast = errors.New("Read chunk Position beyond the inline payload")
 	errPositionBack = errors.New("Read chunk Position inside the previous chunk")
-	errNoRPC        = errors.New("no RPC message: fewer than 4 bytes, not even an XID")
 )
 
 func (c *ResponderConn) postRecv(r *recvCtxt) error {
@@ -160,6 +170,11 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		return
 	}
 	if err := c.prepareCall(call, data, hlen); err != nil {
+		if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
+			c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
+			c.answerGarbageArgs(r, call.Header.XID, c.grantFor(call.Header.Credit))
+			return
+		}
 		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
 		c.answerError(r, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
 		return
@@ -297,6 +312,7 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 	// chunk's place in the inline payload is its Position less what the
 	// chunks before it occupy in the stream.
 	var consumed, prevOff int64
+	var prevPos uint32
 	for ch := range h.Reads.DataChunks().Chunks() {
 		l := ch.Len()
 		if l > maxBuf {
@@ -304,6 +320,8 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 		}
 		off := int64(ch.Position) - consumed
 		switch {
+		case ch.Position < prevPos:
+			return errPositionOrder
 		case off < prevOff:
 			return errPositionBack
 		case off > int64(inlineLen):
@@ -312,10 +330,15 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 		call.chunkOffs = append(call.chunkOffs, int(off))
 		call.chunkLens = append(call.chunkLens, int(l))
 		consumed += int64(l) + int64(padLen(int(l)))
-		prevOff = off
+		prevOff, prevPos = off, ch.Position
 	}
 	if int64(inlineLen)+consumed < 4 {
 		return errNoRPC
+	}
+	// RFC 8166 §4.5.2: rdma_xid must be the RPC XID (a Long Call's is
+	// checked once its Position-Zero chunk is in: deliver).
+	if h.Proc == ProcMsg && (len(call.inline) < 4 || binary.BigEndian.Uint32(call.inline) != h.XID) {
+		return errXIDMismatch
 	}
 	return nil
 }
@@ -427,6 +450,15 @@ func (c *ResponderConn) deliver(call *Call) {
 			src = srcBuf.Bytes[:lens[0]]
 		}
 		bufs, lens = bufs[1:], lens[1:]
+		if len(src) < 4 || binary.BigEndian.Uint32(src) != h.XID {
+			// RFC 8166 §4.5.2: the Long Call's rdma_xid is not its XID.
+			c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", h.XID, "reason", errXIDMismatch)
+			call.state.Store(callDone)
+			call.releaseChunks()
+			c.outstanding.Add(-1)
+			c.answerError(call.rc, ErrCodeChunk, h.XID, Version, c.grantFor(h.Credit))
+			return
+		}
 	}
 	prev := 0
 	for j, off := range call.chunkOffs {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -309,20 +310,27 @@ func TestForwardMalformedRPC(t *testing.T) {
 	}
 
 	// A REPLY where a call belongs, and a message too short for a header:
-	// dropped (the client's RPC layer times out), counted.
-	for _, raw := range [][]byte{
-		{0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0},
-		{0, 0, 0, 10},
-	} {
+	// dropped (the client's RPC layer times out), counted. Their XID is
+	// the transport's (else the engine answers ERR_CHUNK, RFC 8166 §4.5.2),
+	// which makes the REPLY a backward-direction reply for no callback.
+	for _, words := range [][]uint32{{1, 0}, {}} {
+		xid := testXID.Add(1)
+		raw := binary.BigEndian.AppendUint32(nil, xid)
+		for _, w := range words {
+			raw = binary.BigEndian.AppendUint32(raw, w)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		_, err := c.callRaw(ctx, testXID.Add(1), raw)
+		_, err := c.callRaw(ctx, xid, raw)
 		cancel()
 		if err == nil {
 			t.Fatalf("message %x answered", raw)
 		}
 	}
-	if v := metric(t, m, "rdmagw_calls_dropped_total", "reason", "not_rpc"); v != 2 {
-		t.Fatalf("dropped{not_rpc} = %v, want 2", v)
+	if v := metric(t, m, "rdmagw_calls_dropped_total", "reason", "not_rpc"); v != 1 {
+		t.Fatalf("dropped{not_rpc} = %v, want 1", v)
+	}
+	if v := metric(t, m, "rdmagw_backchannel_errors_total", "reason", "unmatched"); v != 1 {
+		t.Fatalf("backchannel_errors{unmatched} = %v, want 1", v)
 	}
 	if v := metric(t, m, "rdmagw_calls_dropped_total", "reason", "rpc_mismatch"); v != 1 {
 		t.Fatalf("dropped{rpc_mismatch} = %v, want 1", v)

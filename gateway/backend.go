@@ -607,6 +607,10 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
 		}
 		s.be.gotReply.Store(true)
+		if rb.refused != nil {
+			s.failCall(pc, failNoDDP, rb.refused)
+			continue
+		}
 		if rb.fallback {
 			s.met.ddpFallbacks.Inc()
 			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,

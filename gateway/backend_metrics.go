@@ -15,6 +15,7 @@ type beMetrics struct {
 const (
 	failTooLarge = "reply_too_large" // record above backend.max_reply_bytes
 	failBroken   = "reply_broken"    // the connection broke inside this call's reply maxReplyBreaks times
+	failNoDDP    = "ddp_impossible"  // a result the client offered a Write chunk for cannot be placed in it (replybuilder)
 )
 
 func newBEMetrics(f factory) *beMetrics {
@@ -24,7 +25,7 @@ func newBEMetrics(f factory) *beMetrics {
 	m.pingOK = pings.WithLabelValues("ok")
 	m.pingTimeout = pings.WithLabelValues("timeout")
 	m.failed = f.counterVec("rdmagw_backend_calls_failed_total",
-		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts).", "reason")
+		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts; ddp_impossible: the client offered a Write chunk for a READ/READLINK result that could not be placed in it, which RFC 8267 §6.4.1 forbids sending inline: results that do not decode, need more look-ahead than the reader has, or exceed the largest pool buffer).", "reason")
 	m.kept = f.counter("rdmagw_backend_connections_kept_total",
 		"Backend connections handed to a client that reconnected from the same address within backend.reconnect_grace (same source port: the server's duplicate request cache recognises its retransmissions).")
 	m.parked = f.gauge("rdmagw_backend_connections_parked",

@@ -53,6 +53,12 @@ type replyBuilder struct {
 	expectItems bool
 	// fallback is set when DDP had to be given up for this reply.
 	fallback bool
+	// refused is set when DDP had to be given up although the client
+	// offered a Write chunk the result may need: RFC 8267 §6.4.1 says a
+	// DDP-eligible result MUST then go in the chunk, so the reply is not
+	// sent; the call is answered SYSTEM_ERR instead (session.failCall).
+	// The record is still read to its end.
+	refused error
 	// lim is what the gateway can carry: the transfer sizes a reply
 	// advertises are lowered to it (nil: left alone).
 	lim *ulb.IOLimits
@@ -72,7 +78,7 @@ func (b *replyBuilder) build(pc *pendingCall, hdrLen int, walk bool) error {
 	b.msg.Reset()
 	b.msg.XID = pc.xid
 	b.cur, b.used, b.curInMsg, b.open = nil, 0, false, -1
-	b.fallback, b.expectItems = false, false
+	b.fallback, b.expectItems, b.refused = false, false, nil
 	err := b.fill(pc, hdrLen, walk)
 	b.dropCur()
 	if err != nil {
@@ -130,8 +136,12 @@ func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
 			// Results that do not decode as the procedure's, a truncated
 			// record, or a walker that needs more contiguous bytes than
 			// the read-ahead holds (a huge NFSv4 result before a READ):
-			// the rest goes inline and the client judges it.
+			// the rest goes inline and the client judges it, unless the
+			// client offered a Write chunk a result there may need.
 			b.fallback = true
+			if b.chunkAhead(pc, b.walk.Items()) {
+				b.refused = fmt.Errorf("reply xid %#x: results not walkable (%d bytes of look-ahead, error %v) and Write chunks offered", pc.xid, len(p)-skip, werr)
+			}
 			break
 		}
 		if st.Kind == ulb.StepDone {
@@ -140,8 +150,12 @@ func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
 		it := st.Item
 		if it.Length > b.pool.MaxSize() {
 			// No buffer can hold it: this and the rest travel inline
-			// (an unused Write chunk is returned empty, RFC 8267 §4.3.1).
+			// (an unused Write chunk is returned empty, RFC 8267 §4.3.1),
+			// unless the client offered a chunk for it.
 			b.fallback = true
+			if b.chunkAhead(pc, it.Index) {
+				b.refused = fmt.Errorf("reply xid %#x: result %d of %d bytes exceeds the largest pool buffer (%d) and a Write chunk was offered for it", pc.xid, it.Index, it.Length, b.pool.MaxSize())
+			}
 			break
 		}
 		if err := b.copyInline(skip + it.Offset); err != nil {
@@ -160,6 +174,21 @@ func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
 	}
 	b.expectItems = false
 	return b.copyRest()
+}
+
+// chunkAhead reports whether the call offered a Write chunk with room
+// for the reply's k-th DDP-eligible result or a later one.
+func (b *replyBuilder) chunkAhead(pc *pendingCall, k int) bool {
+	if pc.call == nil {
+		return false
+	}
+	ws := pc.call.Header.Writes
+	for ; k < len(ws); k++ {
+		if ws[k].Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // item receives an item body of n bytes into a buffer of its own.

@@ -77,6 +77,10 @@ func (w *Walker) Next(b []byte) (Step, error) {
 	return st, nil
 }
 
+// Items is the number of items reported so far: the Index the next one
+// will have.
+func (w *Walker) Items() int { return w.items }
+
 // Offset is the number of message bytes walked so far, including the
 // bodies of reported items.
 func (w *Walker) Offset() int { return w.off }

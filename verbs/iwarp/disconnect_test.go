@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,4 +107,66 @@ func TestDisconnectAnswersReceivedReads(t *testing.T) {
 		sameBytes(t, sink.Bytes(), src.Bytes())
 		waitDone(t, srv.conn)
 	})
+}
+
+// A Disconnect while a Read waits for its response flushes it and every
+// entry after it, although Writes after the Read were handed to TCP in
+// full: send completions are in order and, once one flushed, the rest
+// flush too (RC semantics). The conformance suite's
+// Lifecycle/DisconnectDuringTransfer saw "completion 2 succeeded after an
+// earlier one was flushed" when, under load, the peer had not yet answered
+// Read 1 by the time Write 2 was out. Here the peer's tx is frozen so it
+// never answers (the Disconnect's FIN goes out only after the local flush,
+// so the peer cannot answer in between).
+func TestDisconnectFlushesAfterPendingRead(t *testing.T) {
+	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}} {
+		t.Run(fmt.Sprintf("CompleteOnTransmit=%v", cfg.CompleteOnTransmit), func(t *testing.T) {
+			cli, srv := pair(t, cfg, "")
+			c := cli.conn.(*conn)
+			local := cli.mem(t, 3*64, allAccess)
+			remote := srv.mem(t, 3*64, allAccess)
+			freezeTx(t, srv.conn.(*conn))
+			var wrs []*verbs.SendWR
+			for i, op := range []verbs.Opcode{verbs.OpRDMAWrite, verbs.OpRDMARead, verbs.OpRDMAWrite} {
+				wrs = append(wrs, &verbs.SendWR{ID: uint64(i), Op: op, Signal: true,
+					SGL:        []verbs.SGE{{Buf: local.Bytes()[i*64 : (i+1)*64], LKey: local.LKey()}},
+					RemoteAddr: remote.Addr() + uint64(i*64), RKey: remote.RKey()})
+			}
+			wrs[0].Next, wrs[1].Next = wrs[1], wrs[2]
+			if err := cli.conn.PostSend(wrs[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until tx handed Write 2 to TCP.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				c.mu.Lock()
+				wrote := c.sqTail == 3 && c.sqSent == 3 && (c.sqHead > 2 || c.sqAt(2).wrote)
+				c.mu.Unlock()
+				if wrote {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("Write 2 was never handed to TCP")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cli.conn.Disconnect()
+			flushed := false
+			for i := range 3 {
+				wc := wait(t, cli.scq)
+				if wc.ID != uint64(i) || (wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusFlushed) {
+					t.Fatalf("completion %d: %+v, want id %d, success or flushed", i, wc, i)
+				}
+				if i == 1 && wc.Status != verbs.StatusFlushed {
+					t.Fatalf("the Read the peer never answered completed %s, want flushed", wc.Status)
+				}
+				if flushed && wc.Status == verbs.StatusSuccess {
+					t.Fatalf("completion %d succeeded after an earlier one was flushed", i)
+				}
+				flushed = flushed || wc.Status == verbs.StatusFlushed
+			}
+			waitDone(t, cli.conn)
+			waitDone(t, srv.conn)
+		})
+	}
 }

@@ -539,6 +539,10 @@ func TestKubernetesConfigMatchesManifests(t *testing.T) {
 	if dig(spec, "hostNetwork") != true {
 		t.Error("the DaemonSet must use hostNetwork (RDMA-CM needs the host's addresses)")
 	}
+	drain := cfg.Shutdown.DrainTimeout
+	if g, ok := dig(spec, "terminationGracePeriodSeconds").(int); !ok || time.Duration(g)*time.Second <= drain {
+		t.Errorf("terminationGracePeriodSeconds %v must exceed the config's shutdown.drain_timeout %v", dig(spec, "terminationGracePeriodSeconds"), drain)
+	}
 	ctr := dig(spec, "containers", 0)
 	ports := map[string]int{}
 	for _, p := range dig(ctr, "ports").([]any) {

@@ -103,7 +103,8 @@ func (f *Forward) responderConfig(cfg *Config, met rdmarpc.ResponderMetrics) rdm
 // openRecvPool makes the pool the connections' receive buffers come from:
 // apart from the data pool, sized for connections.max connections, so
 // that idle connections never take memory calls and replies need, and
-// the other way round.
+// the other way round. A reload that raises connections.max raises its
+// ceiling (admit); the receives per connection need a restart.
 func (f *Forward) openRecvPool() error {
 	rc := f.responderConfig(f.cfg, nil)
 	perConn := rc.Receives() * int(f.cfg.RDMA.InlineRecv)
@@ -115,7 +116,7 @@ func (f *Forward) openRecvPool() error {
 	if err != nil {
 		return err
 	}
-	f.recvPool = p
+	f.recvPool, f.recvPerConn = p, perConn
 	f.callQuota = rdmarpc.NewQuota(int64(f.cfg.Pool.MaxBytes)/callMemoryShareOfPool, nil)
 	return nil
 }

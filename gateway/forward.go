@@ -33,9 +33,10 @@ type Forward struct {
 	parked    parkedSessions  // backend connections kept for reconnecting clients (park.go)
 	// recvPool holds the connections' receive buffers; callQuota bounds
 	// the Read chunk memory of all calls together (config_conns.go).
-	recvPool  *rdmarpc.Pool
-	callQuota *rdmarpc.Quota
-	conns     connCounter
+	recvPool    *rdmarpc.Pool
+	recvPerConn int // receive bytes of one connection
+	callQuota   *rdmarpc.Quota
+	conns       connCounter
 
 	wg sync.WaitGroup // sessions and connection setups
 
@@ -185,6 +186,7 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 		}
 		ip := peerIP(req.RemoteAddr())
 		lim := f.reload.conn().Connections
+		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it
 		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
 			f.met.rejected(reason)
 			f.log.Warn("connection request rejected: connection limit reached", "peer", req.RemoteAddr().String(),

@@ -179,38 +179,21 @@ func TestHardenCallsWaitForMemory(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, func(c *gateway.Config) { c.Pool.MaxBytes = 16 << 20 })
 	root := mount3(t, g.MountAddr, g.Export)
-	c := dialRDMA(t, gw.Addr().String())
-	n := &nfs3{c: c, t: t}
-	fh := n.create(root, "membp")
-	data := pattern(48<<20, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 48)
-	for i := range 48 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			off := i << 20
-			args := new(enc).opaque(fh).u64(uint64(off)).u32(1 << 20).u32(fileSync).u32(1 << 20).b
-			rep, err := c.call(ctx, ulb.ProgNFS, 3, nfs3Write, args, data[off:off+1<<20], nil)
-			if err == nil {
-				d := results(t, rep)
-				if st, _ := d.Uint32(); st != 0 {
-					err = fmt.Errorf("WRITE at %d: nfsstat3 %d", off, st)
-				}
-			}
-			if err != nil {
-				errs <- fmt.Errorf("WRITE at %d: %w", off, err)
-			}
-		}()
+	v3 := &nfsclient.V3{T: nfstest.DialRDMA(t, ctx, gw.Addr().String())} // 32 credits
+	fh, err := v3.Create(ctx, root, "membp", 0, nfsproto.Sattr3{})
+	if err != nil {
+		t.Fatalf("CREATE: %v", err)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	data := pattern(48<<20, 3)
+	if err := v3.WriteAll(ctx, fh, data, nfsclient.IOOptions{Concurrency: 32, Stable: nfsproto.FileSync}); err != nil {
+		t.Fatalf("WRITE: %v", err)
 	}
-	got := n.readFile(fh, 1<<20)
+	got, err := v3.ReadAll(ctx, fh, int64(len(data)), nfsclient.IOOptions{Concurrency: 32})
+	if err != nil {
+		t.Fatalf("READ: %v", err)
+	}
 	if len(got) != len(data) || firstDiff(got, data) != len(data) {
 		t.Fatalf("read back %d bytes, first difference at %d", len(got), firstDiff(got, data))
 	}
@@ -224,7 +207,7 @@ func TestHardenCallsWaitForMemory(t *testing.T) {
 	if v := metric(t, m, "rdmagw_connections_closed_total"); v != 0 {
 		t.Errorf("connections closed = %v, want 0", v)
 	}
-	n.remove(root, "membp")
+	v3.Remove(ctx, root, "membp")
 }
 
 // Finding 1: an answer the gateway cannot send closes the connection
@@ -237,16 +220,24 @@ func TestHardenUnsendableAnswerCloses(t *testing.T) {
 	gw := startGateway(t, g.NFSAddr, func(c *gateway.Config) { c.RDMA.Credits = 16 })
 	p := dialRawPeer(t, gw.Addr().String(), "127.0.0.1", 32, 4, 512, 0)
 	m := gw.Metrics()
-	for i := 0; i < 400; i++ {
-		// Version 2: answered ERR_VERS.
-		b := binary.BigEndian.AppendUint32(nil, uint32(0x1000+i))
-		b = binary.BigEndian.AppendUint32(b, 2)
-		b = binary.BigEndian.AppendUint32(b, 16)
-		b = binary.BigEndian.AppendUint32(b, 0)
-		p.send(b)
-		if metric(t, m, "rdmagw_connections_closed_total") > 0 {
-			break
+	// In batches of 8, each sent once the gateway has answered the last
+	// (its receives are reposted as it answers): the client never has
+	// more messages outstanding than the gateway has receives, only more
+	// answers not taken than it has send contexts.
+	for i := 0; i < 400 && metric(t, m, "rdmagw_connections_closed_total") == 0; {
+		for range 8 {
+			// Version 2: answered ERR_VERS.
+			b := binary.BigEndian.AppendUint32(nil, uint32(0x1000+i))
+			b = binary.BigEndian.AppendUint32(b, 2)
+			b = binary.BigEndian.AppendUint32(b, 16)
+			b = binary.BigEndian.AppendUint32(b, 0)
+			p.send(b)
+			i++
 		}
+		waitFor(t, 20*time.Second, "the batch to be answered", func() bool {
+			return metric(t, m, "rdmagw_rdma_errors_sent_total")+metric(t, m, "rdmagw_rdma_messages_dropped_total") >= float64(i) ||
+				metric(t, m, "rdmagw_connections_closed_total") > 0
+		})
 	}
 	waitFor(t, 20*time.Second, "the connection to close", func() bool {
 		return metric(t, m, "rdmagw_connections_closed_total") > 0

@@ -168,7 +168,20 @@ func NewPool(pd verbs.PD, cfg PoolConfig) (*Pool, error) {
 func (p *Pool) MaxSize() int { return p.cfg.Classes[len(p.cfg.Classes)-1] }
 
 // MaxBytes is the most registered memory the pool will map.
-func (p *Pool) MaxBytes() int { return p.cfg.MaxBytes }
+func (p *Pool) MaxBytes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.MaxBytes
+}
+
+// RaiseMax lets the pool map up to n bytes in all, if that is more than
+// it may now (a pool never gives back what it mapped, so the ceiling only
+// rises).
+func (p *Pool) RaiseMax(n int) {
+	p.mu.Lock()
+	p.cfg.MaxBytes = max(p.cfg.MaxBytes, n)
+	p.mu.Unlock()
+}
 
 // InUse is the number of bytes of buffers handed out and not released.
 func (p *Pool) InUse() int64 { return p.inUse.Load() }

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/rdmagw/rdmagw/gateway"
@@ -25,15 +26,7 @@ func TestReverseChainAdvertisesCarryLimits(t *testing.T) {
 		t.Fatalf("default carry limits: forward %+v reverse %+v", f, lim)
 	}
 	c, root := ch.v3(t, ctx)
-	direct, err := nfsclient.DialTCP(ctx, ch.g.NFSAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	own, err := (&nfsclient.V3{T: direct}).Fsinfo(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := ganeshaFsinfo(t, ctx, ch, root)
 	if own.RTMax <= 1<<20 || own.WTMax <= 1<<20 {
 		t.Fatalf("ganesha advertises rtmax %d wtmax %d: nothing to cap", own.RTMax, own.WTMax)
 	}
@@ -98,15 +91,7 @@ func TestReverseChainOversizeWriteAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct, err := nfsclient.DialTCP(ctx, ch.g.NFSAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	own, err := (&nfsclient.V3{T: direct}).Fsinfo(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := ganeshaFsinfo(t, ctx, ch, root)
 	for _, size := range []int{2 << 20, int(own.WTMax)} {
 		_, err := c.Write(ctx, fh, 0, nfstest.Pattern(size, 3), nfsproto.FileSync)
 		if st, ok := nfsclient.AcceptStat(err); !ok || st != tcprpc.GarbageArgs {
@@ -126,4 +111,19 @@ func TestReverseChainOversizeWriteAnswered(t *testing.T) {
 		t.Errorf("call_too_large answers counted: %v, want 2", n)
 	}
 	t.Logf("ganesha wtmax %d: WRITEs of 2 MiB and %d bytes answered GARBAGE_ARGS, connection kept", own.WTMax, own.WTMax)
+}
+
+// ganeshaFsinfo asks ganesha itself, not through the chain.
+func ganeshaFsinfo(t *testing.T, ctx context.Context, ch *chain, root []byte) nfsclient.FSInfo {
+	t.Helper()
+	direct, err := nfsclient.DialTCP(ctx, ch.g.NFSAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	own, err := (&nfsclient.V3{T: direct}).Fsinfo(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return own
 }

@@ -172,7 +172,7 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	if err := c.prepareCall(call, data, hlen); err != nil {
 		if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
 			c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
-			c.answerGarbageArgs(r, call.Header.XID, c.grantFor(call.Header.Credit))
+			c.answerError(r, ErrCodeGarbageArgs, call.Header.XID, Version, c.grantFor(call.Header.Credit))
 			return
 		}
 		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)

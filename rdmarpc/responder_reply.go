@@ -277,20 +277,28 @@ func (c *ResponderConn) answerError(r *recvCtxt, code ErrorCode, xid, vers, cred
 	c.repost(r)
 	c.buildError(s, code, xid, vers, credit)
 	sent := s.sendLen()
+	kind := ReplyError
+	if code == ErrCodeGarbageArgs {
+		kind = ReplyInline
+	}
 	if c.post(s) == nil {
 		c.met.ErrorSent(code)
-		c.met.ReplySent(ReplyError, sent, 0)
+		c.met.ReplySent(kind, sent, 0)
 	}
 }
 
 // buildError makes s an RDMA_ERROR answer: ERR_VERS with low = high = 1
-// echoing the XID and version, or ERR_CHUNK.
+// echoing the XID and version, or ERR_CHUNK; or, for ErrCodeGarbageArgs,
+// the RDMA_MSG carrying a GARBAGE_ARGS reply (responder_garbage.go).
 func (c *ResponderConn) buildError(s *sendCtxt, code ErrorCode, xid, vers, credit uint32) {
 	s.begin()
 	var n int
-	if code == ErrCodeVers {
+	switch code {
+	case ErrCodeVers:
 		n, _ = EncodeErrVers(s.buf.Bytes, xid, vers, credit, Version, Version)
-	} else {
+	case ErrCodeGarbageArgs:
+		n = encodeGarbageArgs(s.buf.Bytes, xid, credit)
+	default:
 		n, _ = EncodeErrChunk(s.buf.Bytes, xid, Version, credit)
 	}
 	s.sges = append(s.sges, s.buf.SGE(0, n))

@@ -280,3 +280,101 @@ func FuzzParseGSSCred(f *testing.F) {
 		}
 	})
 }
+
+// refSkipOversize frames data as refRecords does, but a record over
+// maxRecord is no end: it is reported as nil (oversize), at the header
+// that crosses the limit, and skipped.
+// end is the error the stream ends with (io.EOF when clean).
+func refSkipOversize(data []byte, maxRecord, maxFrags int) (records [][]byte, end error) {
+	for {
+		if len(data) == 0 {
+			return records, io.EOF
+		}
+		var rec []byte
+		over := false
+		for nfrags := 1; ; nfrags++ {
+			if len(data) < 4 {
+				return records, io.ErrUnexpectedEOF
+			}
+			h := binary.BigEndian.Uint32(data)
+			n := int(h & 0x7fffffff)
+			data = data[4:]
+			if nfrags > maxFrags {
+				return records, ErrTooManyFragments
+			}
+			if len(rec)+n > maxRecord && !over {
+				over = true // reported at the header that crosses the limit
+				records = append(records, nil)
+			}
+			if len(data) < n {
+				return records, io.ErrUnexpectedEOF
+			}
+			rec = append(rec, data[:n]...)
+			data = data[n:]
+			if h&0x80000000 != 0 {
+				break
+			}
+		}
+		if over {
+			continue
+		}
+		if rec == nil {
+			rec = []byte{}
+		}
+		records = append(records, rec)
+	}
+}
+
+// FuzzRecordReaderSkipOversize: with SkipOversize, every record within
+// the limit reads byte for byte as refSkipOversize frames it, every one
+// over it is reported once (ErrRecordTooLarge) and skipped, and the
+// stream ends with the same kind of error.
+func FuzzRecordReaderSkipOversize(f *testing.F) {
+	f.Add(cat(frag(true, seq(0, 10)), frag(true, seq(1, 300)), frag(true, seq(2, 5))), uint16(100), uint8(4), uint16(64))
+	f.Add(cat(frag(false, seq(0, 60)), frag(false, seq(1, 60)), frag(true, seq(2, 60)), frag(true, nil)), uint16(100), uint8(8), uint16(64))
+	f.Add(cat(frag(true, seq(0, 500)), be(0x80000010), seq(0, 7)), uint16(100), uint8(8), uint16(100))
+	f.Fuzz(func(t *testing.T, data []byte, maxRecord uint16, maxFrags uint8, buf uint16) {
+		mr, mf := int(maxRecord)+1, int(maxFrags)+1
+		want, wantEnd := refSkipOversize(data, mr, mf)
+		rr := NewRecordReader(bytes.NewReader(data), &ReaderConfig{MaxRecord: mr, MaxFragments: mf, BufferSize: int(buf%512) + 64, SkipOversize: true})
+		var got [][]byte
+		var end error
+		for {
+			err := rr.Next()
+			if errors.Is(err, ErrRecordTooLarge) {
+				got = append(got, nil)
+				continue
+			}
+			if err != nil {
+				end = err
+				break
+			}
+			rec, err := io.ReadAll(rr)
+			if errors.Is(err, ErrRecordTooLarge) {
+				got = append(got, nil)
+				continue
+			}
+			if err != nil {
+				end = err
+				break
+			}
+			if rec == nil {
+				rec = []byte{}
+			}
+			got = append(got, rec)
+		}
+		if !errors.Is(end, wantEnd) {
+			t.Fatalf("stream ended with %v, want %v", end, wantEnd)
+		}
+		// A record cut short by the stream's end is in neither, unless it
+		// was reported oversize first.
+		if len(got) != len(want) {
+			t.Fatalf("%d records, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if (want[i] == nil) != (got[i] == nil) || !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("record %d: got %d bytes (oversize %v), want %d (oversize %v)", i, len(got[i]), got[i] == nil, len(want[i]), want[i] == nil)
+			}
+		}
+	})
+}

@@ -27,15 +27,15 @@ import (
 // them); item bodies are received from the socket into their buffer.
 // A replyBuilder is owned by one backend reader goroutine.
 type replyBuilder struct {
-	rr      *tcprpc.RecordReader
-	pool    *rdmarpc.Pool
-	quota   *rdmarpc.Quota // the connection's connections.max_reply_memory
+	rr    *tcprpc.RecordReader
+	pool  *rdmarpc.Pool
+	quota *rdmarpc.Quota // the connection's connections.max_reply_memory
 	// localWait is set while get waits for memory: the reader is held up
 	// on our side, not by the server (the backend watchdog skips it).
 	localWait *atomic.Bool
-	peekMax int
-	done    <-chan struct{} // closed when the backend connection is going away
-	timer   *time.Timer
+	peekMax   int
+	done      <-chan struct{} // closed when the backend connection is going away
+	timer     *time.Timer
 
 	msg  *rdmarpc.Message
 	cur  *rdmarpc.Buffer // the inline buffer being filled

@@ -73,9 +73,9 @@ func (c *Call) XID() uint32 { return c.Header.XID }
 
 // Reasons the engine answers ERR_CHUNK for a call the codec accepted.
 var (
-	errPZInMsg      = errors.New("Position-Zero Read chunk in an RDMA_MSG call")
-	errNoPZ         = errors.New("RDMA_NOMSG call without a Position-Zero Read chunk")
-	errChunkTooBig  = errors.New("Read chunk larger than the largest registered buffer")
+	errPZInMsg       = errors.New("Position-Zero Read chunk in an RDMA_MSG call")
+	errNoPZ          = errors.New("RDMA_NOMSG call without a Position-Zero Read chunk")
+	errChunkTooBig   = errors.New("Read chunk larger than the largest registered buffer")
 	errPositionOrder = errors.New("Read chunk Positions decrease")
 	errNoRPC         = errors.New("no RPC message: fewer than 4 bytes, not even an XID")
 	errXIDMismatch   = errors.New("rdma_xid differs from the RPC message's XID")

@@ -104,14 +104,7 @@ type beState struct {
 var errPaused = errors.New("backend connection paused for a reconnecting client")
 
 // pausing reports whether s.be.pause has closed.
-func (s *session) pausing() bool {
-	select {
-	case <-s.be.pause:
-		return true
-	default:
-		return false
-	}
-}
+func (s *session) pausing() bool { return stopped(s.be.pause) }
 
 // maxReplyBreaks: a call during whose reply the backend connection broke
 // this many times is answered SYSTEM_ERR instead of being sent again.
@@ -250,15 +243,29 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		conn.SetDeadline(time.Now())
 		wg.Wait()
 		s.be.paused.Store(false)
-		if first != errPaused || werr != nil {
+		switch {
+		case first != errPaused:
 			conn.Close()
-			return errors.Join(first, werr)
+			return first
+		case werr != nil: // not errPaused: nothing to keep
+			conn.Close()
+			return fmt.Errorf("backend connection not kept: a record was cut by the pause: %w", werr)
 		}
 		conn.SetDeadline(time.Time{})
 		return errPaused
 	}
 	wg.Wait()
 	return first
+}
+
+// stopped reports whether done has closed.
+func stopped(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // errBackendSilent: a ping went unanswered for ping_timeout.
@@ -483,6 +490,14 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		}
 		s.mu.Unlock()
 		for i, pc := range batch {
+			if i > 0 && stopped(done) {
+				// Pausing (or failing): what is left stays pending, for
+				// teardown or the next connection, instead of being cut
+				// by the pause's deadline mid-record.
+				clear(batch)
+				s.giveBackBatch(batch)
+				return nil
+			}
 			pc.writing.Store(true)
 			s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
 			vec = pc.call.Msg.AppendVec(vec[:0])

@@ -67,6 +67,11 @@ for d in "$E2E"/tools/*/; do
     (cd "$REPO" && CGO_ENABLED=0 go build -o "bin/$t" "./e2e/tools/$t") >> "$OUTROOT/build-tools.log" 2>&1 ||
         { tail -5 "$OUTROOT/build-tools.log"; echo "e2e: LAB-FAIL: building e2e/tools/$t failed"; exit 2; }
 done
+# 70-siw's interop test binary: the pure-Go provider against siw through
+# the ibverbs provider (cgo); without it the case reports siw_interop SKIP
+rm -f "$REPO/bin/iwarp-siw.test"
+(cd "$REPO" && CGO_ENABLED=1 go test -c -tags ibverbs -o bin/iwarp-siw.test ./verbs/iwarp/) >> "$OUTROOT/build-tools.log" 2>&1 ||
+    { tail -5 "$OUTROOT/build-tools.log"; echo "== note: building bin/iwarp-siw.test failed"; }
 
 # ---------------------------------------------------------------- cases ----
 cases=()

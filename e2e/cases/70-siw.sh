@@ -59,7 +59,8 @@ chk_interop() {
     grep -E -- '--- (PASS|FAIL|SKIP)' "$OUT/interop.log" | sed 's/ (.*//' | sort | uniq -c | sort -rn | head -60
     return $rc
 }
-if [ -x "$SIW_TEST" ]; then check siw_interop chk_interop
+if [ "${E2E_SIW_INTEROP:-0}" != 1 ]; then result siw_interop SKIP 0 "E2E_SIW_INTEROP=1 runs it"
+elif [ -x "$SIW_TEST" ]; then check siw_interop chk_interop
 else result siw_interop SKIP 0 "$SIW_TEST not built"; fi
 
 # ---- forward: kernel client over siw -> pure-Go provider -> knfsd/TCP ------
@@ -121,7 +122,8 @@ if check siw_fw_start start_gateway; then
 fi
 
 # ---- reverse: kernel client over TCP -> pure-Go provider -> knfsd on siw ---
-if check siw_rv_start start_gateway_reverse; then
+if [ "${E2E_SIW_REVERSE:-0}" != 1 ]; then result siw_reverse SKIP 0 "E2E_SIW_REVERSE=1 runs it"
+elif check siw_rv_start start_gateway_reverse; then
     for v in ${E2E_SIW_RV_VERSIONS:-4.1}; do
         NFS_SUITE_SKIP=$SKIP2 nfs_suite "siw_rv_v${v/./}" "$SIW_PEER_IP:/" "vers=$v,proto=tcp,port=2050,soft,timeo=150,retrans=2"
     done

@@ -15,6 +15,7 @@
 #           keepalived (VRRP for the failover case, e2e/cases/60-failover.sh)
 #           make gcc-12 (siw.ko, built out of tree for the guest kernel from
 #           linux-source/linux-headers .debs that build-guest.sh downloads)
+#           tcpdump tshark (70-siw decodes the siw traffic)
 #   --all   both
 #   --dry-run  only print what is missing
 #
@@ -35,7 +36,8 @@ LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
           librdmacm-dev busybox-static gcc libc6-dev pkg-config fio
           keepalived    # 60-failover: the VIP between two gateways
-          make gcc-12)  # siw.ko for the guest kernel (e2e/vm/build-guest.sh)
+          make gcc-12   # siw.ko for the guest kernel (e2e/vm/build-guest.sh)
+          tcpdump tshark)   # 70-siw: the siw traffic decoded
 
 mode=test dry=0
 for a in "$@"; do

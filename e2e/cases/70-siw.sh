@@ -69,6 +69,9 @@ if check siw_fw_start start_gateway; then
     first=1
     for v in $VERSIONS; do
         opts="vers=$v,proto=rdma,port=20049,${E2E_FW_OPTS:-soft,timeo=150,retrans=2}"
+        if [ $first = 1 ] && ! command -v tcpdump > /dev/null; then
+            first=0; result siw_tshark SKIP 0 "tcpdump not installed"
+        fi
         if [ $first = 1 ]; then
             first=0
             # ---- pcap: a short exchange, whole frames, decoded by tshark

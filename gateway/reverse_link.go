@@ -53,8 +53,6 @@ type rdmaLink struct {
 	lastReply atomic.Int64  // unix nanos of the last reply: pings only on idle links
 	vers      atomic.Uint32 // NFS version of the client's latest call, for the ping
 	xids      atomic.Uint32 // the gateway's own XIDs (pings, retries)
-
-	pingHdr [nullCallLen]byte
 }
 
 // errGaveUp: the server stayed unreachable past give_up_after.
@@ -376,10 +374,13 @@ func (l *rdmaLink) ping(parent context.Context, conn *rdmarpc.RequesterConn) boo
 	defer cancel()
 	var msg rdmarpc.Message
 	var res rdmarpc.Result
+	// The header is the call's own: connect's first ping and the pinger
+	// (started by install before it) can run at once.
+	var hdr [nullCallLen]byte
 	for range 4 { // a clash with a client XID in flight: take another
 		h := tcprpc.CallHeader{XID: l.nextXID(), RPCVers: tcprpc.RPCVersion, Prog: ulb.ProgNFS,
 			Vers: l.vers.Load(), Proc: 0, Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
-		e := xdr.NewEncoder(l.pingHdr[:])
+		e := xdr.NewEncoder(hdr[:])
 		if err := h.Encode(&e); err != nil {
 			return false
 		}

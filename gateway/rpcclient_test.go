@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,7 +63,9 @@ type rdmaClient struct {
 	// Reply chunk.
 	inlineRecv int
 	// lastKind is how the last reply came (inline or Reply chunk);
-	// lastChunks the Write chunk bytes it carried.
+	// lastChunks the Write chunk bytes it carried. Tests call from
+	// several goroutines at once: lastMu guards them.
+	lastMu     sync.Mutex
 	lastKind   rdmarpc.ReplyKind
 	lastChunks int
 }
@@ -171,11 +174,13 @@ func (c *rdmaClient) call(ctx context.Context, prog, vers, proc uint32, args []b
 		return nil, err
 	}
 	defer r.Release()
-	c.lastKind = r.Kind
-	c.lastChunks = 0
+	chunks := 0
 	for _, ch := range r.Chunks {
-		c.lastChunks += len(ch)
+		chunks += len(ch)
 	}
+	c.lastMu.Lock()
+	c.lastKind, c.lastChunks = r.Kind, chunks
+	c.lastMu.Unlock()
 	return spliceReply(r.Inline, r.Chunks, prog, vers, proc)
 }
 

@@ -56,6 +56,7 @@ type Metrics struct {
 	errVers         prometheus.Counter
 	errChunk        prometheus.Counter
 	engineDrops     *prometheus.CounterVec
+	sendInv         prometheus.Counter
 
 	backendLatency prometheus.Histogram
 	callLatency    prometheus.Histogram
@@ -169,6 +170,8 @@ func NewMetricsFor(mode string) *Metrics {
 	m.errVers = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeVers.String())
 	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
 	m.memoryWaits = f.counter("rdmagw_rdma_memory_waits_total", "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")
+	m.sendInv = f.counter("rdmagw_replies_send_invalidate_total",
+		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
 	m.engineDrops = f.counterVec("rdmagw_rdma_messages_dropped_total", "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 
 	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
@@ -324,6 +327,9 @@ func (m *Metrics) ErrorSent(code rdmarpc.ErrorCode) {
 		m.errorsSent.WithLabelValues(code.String()).Inc()
 	}
 }
+
+// SendInvalidated counts a reply sent with Send With Invalidate.
+func (m *Metrics) SendInvalidated() { m.sendInv.Inc() }
 
 // Dropped counts a message the engine dropped.
 func (m *Metrics) Dropped(reason rdmarpc.DropReason) {

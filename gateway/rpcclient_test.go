@@ -100,10 +100,20 @@ func newClientDevice(t testing.TB) (verbs.Device, *rdmarpc.Pool) {
 
 func dialRDMA(t testing.TB, addr string) *rdmaClient {
 	t.Helper()
+	return dialRDMAWith(t, addr, nil)
+}
+
+// dialRDMAWith is dialRDMA with the requester's configuration edited.
+func dialRDMAWith(t testing.TB, addr string, edit func(*rdmarpc.RequesterConfig)) *rdmaClient {
+	t.Helper()
 	dev, pool := newClientDevice(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rq, err := rdmarpc.DialRequester(ctx, dev, addr, rdmarpc.RequesterConfig{Pool: pool, Credits: 32})
+	cfg := rdmarpc.RequesterConfig{Pool: pool, Credits: 32}
+	if edit != nil {
+		edit(&cfg)
+	}
+	rq, err := rdmarpc.DialRequester(ctx, dev, addr, cfg)
 	if err != nil {
 		t.Fatalf("dial gateway %s: %v", addr, err)
 	}

@@ -92,6 +92,9 @@ type ResponderMetrics interface {
 	ReplySent(kind ReplyKind, inline, written int)
 	// ErrorSent: an RDMA_ERROR answer of the given code was posted.
 	ErrorSent(code ErrorCode)
+	// SendInvalidated: the reply just counted by ReplySent went as Send
+	// With Invalidate of the requester's rkey (responder_inv.go).
+	SendInvalidated()
 	// Dropped: a received message was dropped without an answer.
 	Dropped(reason DropReason)
 	// RDMAFailed: a work request completed with an error status; the
@@ -124,6 +127,7 @@ type nopResponderMetrics struct{}
 func (nopResponderMetrics) CallReceived(CallKind, int, int)       {}
 func (nopResponderMetrics) ReplySent(ReplyKind, int, int)         {}
 func (nopResponderMetrics) ErrorSent(ErrorCode)                   {}
+func (nopResponderMetrics) SendInvalidated()                      {}
 func (nopResponderMetrics) Dropped(DropReason)                    {}
 func (nopResponderMetrics) RDMAFailed(verbs.Opcode, verbs.Status) {}
 func (nopResponderMetrics) ConnUp()                               {}

@@ -51,6 +51,12 @@ type RequesterConfig struct {
 	// Backchannel configures backward-direction calls from the
 	// responder (RFC 8167; backchannel_requester.go).
 	Backchannel RequesterBackchannel
+	// RemoteInvalidate advertises "Send With Invalidate OK" (RFC 8797):
+	// the responder may invalidate a call's registration with the Send of
+	// its reply, which then needs no local invalidation. Set it only on a
+	// provider whose registrations a peer can invalidate (the pure-Go
+	// provider; not ibverbs, see verbs.MR.Invalidate).
+	RemoteInvalidate bool
 }
 
 func (c *RequesterConfig) setDefaults() {
@@ -191,6 +197,9 @@ type RequesterConn struct {
 	pd      verbs.PD    // the connection's own protection domain
 	dom     *PoolDomain // the shared pool's keys in pd (nil with an own pool)
 	pdRefs  atomic.Int64
+	// Registrations revoked by the requester (LOCAL_INV in Linux) and by
+	// the responder's Send With Invalidate (InvalidateStats).
+	localInv, remoteInv atomic.Uint64
 	cq      verbs.CQ
 	qp      verbs.Conn
 
@@ -258,7 +267,7 @@ func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string
 	if c.cq, err = dev.CreateCQ(nreq + nrecv + c.bc.credits + 16); err != nil {
 		return fmt.Errorf("rdmarpc: requester: create CQ: %w", err)
 	}
-	local := PrivateData{MaxSendSize: cfg.InlineSend, MaxRecvSize: cfg.InlineRecv}
+	local := PrivateData{MaxSendSize: cfg.InlineSend, MaxRecvSize: cfg.InlineRecv, RemoteInvalidate: cfg.RemoteInvalidate}
 	var pdata [PrivateDataSize]byte
 	local.Encode(pdata[:])
 	c.qp, err = dev.Dial(ctx, addr, verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq,
@@ -639,7 +648,11 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 			c.mu.Unlock()
 			return
 		}
-		c.reply(r, wc.ByteLen)
+		var inv uint32
+		if wc.Invalidated {
+			inv = wc.InvalidatedRKey
+		}
+		c.reply(r, wc.ByteLen, inv)
 	case wrSend:
 		if idx >= len(c.reqs) {
 			return

@@ -199,7 +199,9 @@ func (c *RequesterConn) lookupLocked(xid uint32) *reqCtxt {
 }
 
 // reply handles one received message. Loop goroutine.
-func (c *RequesterConn) reply(r *rrecv, n int) {
+// inv is the rkey the responder invalidated with the reply's Send (0:
+// none).
+func (c *RequesterConn) reply(r *rrecv, n int, inv uint32) {
 	h := &r.hdr
 	hlen, err := h.Decode(r.buf.Bytes[:n], c.cfg.Limits)
 	// A backward-direction call (RFC 8167) is no reply: its XID is of
@@ -243,7 +245,9 @@ func (c *RequesterConn) reply(r *rrecv, n int) {
 	}
 	c.mu.Unlock()
 	// The responder is done with the call's memory: revoke it all before
-	// anybody looks at what was written.
+	// anybody looks at what was written (what the Send invalidated is
+	// revoked already).
+	x.remoteInv = inv
 	if err := c.unregister(x); err != nil {
 		x.err = err
 	}

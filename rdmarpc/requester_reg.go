@@ -43,6 +43,10 @@ type reqCtxt struct {
 	writeMRs []verbs.MR // Write and Reply chunk room: remote write
 	mrStore  [2 * maxInlineMRs]verbs.MR
 
+	// remoteInv: the rkey the reply's Send With Invalidate revoked (0:
+	// none); unregister skips its local invalidation.
+	remoteInv uint32
+
 	wbufs  []*Buffer // per Write chunk (nil for an empty one)
 	rbuf   *Buffer   // Reply chunk room
 	stage  []*Buffer // copies of unregistered call data
@@ -100,6 +104,7 @@ func (x *reqCtxt) invalidateReads() error {
 	var errs []error
 	x.regMu.Lock()
 	for _, mr := range x.readMRs {
+		x.conn.localInv.Add(1)
 		if err := mr.Invalidate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -114,8 +119,16 @@ func (x *reqCtxt) unregister() error {
 	x.regMu.Lock()
 	for _, mrs := range [2][]verbs.MR{x.readMRs, x.writeMRs} {
 		for i, mr := range mrs {
-			if err := mr.Invalidate(); err != nil {
-				errs = append(errs, err)
+			switch {
+			case x.remoteInv != 0 && mr.RKey() == x.remoteInv && !mr.Valid():
+				x.conn.remoteInv.Add(1)
+			case !mr.Valid():
+				// Revoked already (invalidateReads of an abandoned call).
+			default:
+				x.conn.localInv.Add(1)
+				if err := mr.Invalidate(); err != nil {
+					errs = append(errs, err)
+				}
 			}
 			if err := mr.Deregister(); err != nil {
 				errs = append(errs, err)
@@ -125,8 +138,16 @@ func (x *reqCtxt) unregister() error {
 		}
 	}
 	x.readMRs, x.writeMRs = x.readMRs[:0], x.writeMRs[:0]
+	x.remoteInv = 0
 	x.regMu.Unlock()
 	return errors.Join(errs...)
+}
+
+// InvalidateStats counts the call registrations the connection revoked
+// itself (local, a LOCAL_INV in Linux's terms) and those the responder
+// revoked with the Send of the reply (remote; RemoteInvalidate).
+func (c *RequesterConn) InvalidateStats() (local, remote uint64) {
+	return c.localInv.Load(), c.remoteInv.Load()
 }
 
 // RevokeError: a registration the requester exposed to the responder

@@ -364,6 +364,7 @@ func (call *Call) Reply(msg *Message) error {
 	// finds one posted.
 	c.endCall(call)
 	sent := s.sendLen() // s may be recycled as soon as it is posted
+	inv := s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv
 	if err := c.post(s); err != nil {
 		return err
 	}
@@ -371,6 +372,9 @@ func (call *Call) Reply(msg *Message) error {
 		c.met.ErrorSent(ErrCodeChunk)
 	}
 	c.met.ReplySent(kind, sent, written)
+	if inv {
+		c.met.SendInvalidated()
+	}
 	return nil
 }
 
@@ -566,6 +570,7 @@ func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (Reply
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, start, 0, 0)
 	s.wrs[len(s.wrs)-1].Signal = true
 	s.slots = len(s.wrs)
+	c.setInvalidate(&s.wrs[len(s.wrs)-1], ch) // responder_inv.go
 	if useReply {
 		return ReplyReplyChunk, written, nil
 	}

@@ -15,7 +15,7 @@ SIZE=${E2E_PERF_MIB:-128}
 command -v fio > /dev/null || { result perf SKIP 0 "fio not installed"; exit 0; }
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
-declare -A BW IOPS
+declare -A BW IOPS LINV
 transports="tcp rdma"
 if gw_binary > /dev/null; then
     if GW_PORT=20050 start_gateway; then transports="$transports gw"
@@ -55,6 +55,10 @@ for t in $transports; do
     timeout 60 mount -t nfs -o "$opts" "$RXE_IP:/" "/mnt/perf_$t" ||
         { result "perf_$t" FAIL 0 "mount failed"; FAILS=$((FAILS + 1)); continue; }
     for w in seqwrite seqread randread; do run_fio "$t" "$w" || FAILS=$((FAILS + 1)); done
+    if [ "$t" != tcp ]; then   # the client's LOCAL_INVs per chunked RPC (lib.sh xprt_rdma)
+        read -r _ chunked linv < <(xprt_rdma "/mnt/perf_$t")
+        LINV[$t]="$linv/$chunked"
+    fi
     rm -f "/mnt/perf_$t/perf.bin"
     umount "/mnt/perf_$t"
 done
@@ -71,6 +75,8 @@ ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 
         printf 'PERF %-22s %10s %10s %10s %9s %9s %9s\n' "$label" "${x:--}" "${y:--}" "${z:--}" \
             "$(ratio "$y" "$x")" "$(ratio "$z" "$y")" "$(ratio "$z" "$x")"
     done
+    # Send With Invalidate spares the client these (svcrdma and rdmagw both use it)
+    printf 'PERF %-22s %10s %10s %10s\n' "LOCAL_INV/chunked RPC" - "${LINV[rdma]:--}" "${LINV[gw]:--}"
 } | tee "$OUT/perf.txt"
 if [ "$FAILS" = 0 ]; then result perf PASS "$(elapsed "$t0")" "benchmark (see table)"
 else result perf FAIL "$(elapsed "$t0")" "$FAILS workload(s) failed"; fi

@@ -365,7 +365,19 @@ nfs_suite() {
     check "${PFX}_namespace" chk_namespace
     check "${PFX}_symlink" chk_symlink
     [[ " ${NFS_SUITE_SKIP:-} " == *" dir2000 "* ]] || check "${PFX}_dir2000" chk_bigdir
+    [ -z "${SUITE_BEFORE_UMOUNT:-}" ] || "$SUITE_BEFORE_UMOUNT"
     check "${PFX}_umount" timeout 60 umount "$MNT"
+}
+
+# xprt_rdma MNT: the mount's xprtrdma counters from /proc/self/mountstats
+# (xprt_rdma_print_stats in net/sunrpc/xprtrdma/transport.c) as
+# "rpcs_sent chunked_rpcs local_inv_needed": chunked = Read + Write +
+# Reply chunk counts; local_inv_needed = replies after which the client
+# still had to LOCAL_INV a registration (one a Send With Invalidate
+# spares it), the third-last field.
+xprt_rdma() {
+    awk -v m=" mounted on $1 " '/^device / { on = index($0, m) > 0 }
+        on && $1 == "xprt:" && $2 == "rdma" { print $8, $13 + $14 + $15, $(NF-2); exit }' /proc/self/mountstats
 }
 
 # -------------------------------------------------------------- gateway ----

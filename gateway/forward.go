@@ -189,8 +189,10 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it
 		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
 			f.met.rejected(reason)
-			f.log.Warn("connection request rejected: connection limit reached", "peer", req.RemoteAddr().String(),
-				"reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
+			// A connection storm must not flood the log: a rate-limited
+			// client event (logging.go).
+			f.met.events.event("connection_refused_"+reason, "connection request rejected: connection limit reached",
+				req.RemoteAddr().String(), "reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
 			req.Reject(nil)
 			continue
 		}

@@ -174,10 +174,12 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error
 		rh, reason = tcprpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
 	s.met.callEvent(reason, s.peer, h.XID, "error", err) // logging.go
+	// Counted before the answer goes out, so a client holding the answer
+	// finds it counted.
+	s.met.callDropped(reason)
 	if rerr := s.replyWithHeader(call, &rh); rerr != nil {
 		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
 	}
-	s.met.callDropped(reason)
 }
 
 // replyWithHeader answers call with a gateway-made reply of just a header.

@@ -23,24 +23,27 @@ func TestAliveSeesAWedge(t *testing.T) {
 	var tb clientTable
 	c := &wedgedClient{}
 	tb.add(c, func() {})
-	probe := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// A probe that must fail gets a short deadline; one that must pass a
+	// long one: its goroutines may wait long for a CPU on a loaded machine.
+	probe := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		return tb.alive(ctx, nil)
 	}
-	if err := probe(); err != nil {
+	const fails, passes = 200 * time.Millisecond, 10 * time.Second
+	if err := probe(passes); err != nil {
 		t.Fatalf("idle gateway: %v", err)
 	}
 	c.mu.Lock()
-	if err := probe(); err == nil {
+	if err := probe(fails); err == nil {
 		t.Fatal("held session lock not seen")
 	}
 	c.mu.Unlock()
-	if err := probe(); err != nil {
+	if err := probe(passes); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	tb.acceptBusy.Store(time.Now().Add(-acceptStall - time.Second).UnixNano())
-	if err := probe(); err == nil {
+	if err := probe(fails); err == nil {
 		t.Fatal("stuck accept loop not seen")
 	}
 }

@@ -97,6 +97,21 @@ func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers stri
 	// flight finish: cancelling an RPC-over-RDMA call whose WRITE data
 	// the gateway is still pulling invalidates that memory under the
 	// gateway's RDMA Read, which (correctly) costs the connection.
+	// Each worker's generator and WRITE data are made before the clock
+	// starts: filling megabytes takes a while on a busy (or -race)
+	// machine, and counting it could leave no time for a single op.
+	seed := uint64(time.Now().UnixNano())
+	rngs := make([]*rand.Rand, r.concurrency)
+	datas := make([][]byte, r.concurrency)
+	for w := range rngs {
+		rngs[w] = rand.New(rand.NewPCG(uint64(w), seed))
+		if op.kind == kindWrite {
+			datas[w] = make([]byte, op.size)
+			for i := range datas[w] {
+				datas[w][i] = byte(rngs[w].Uint32())
+			}
+		}
+	}
 	deadline := time.Now().Add(r.duration)
 	lats := make([][]time.Duration, r.concurrency)
 	start := time.Now()
@@ -106,16 +121,10 @@ func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			var data []byte
-			if op.kind == kindWrite {
-				data = make([]byte, op.size)
-				for i := range data {
-					data[i] = byte(rng.Uint32())
-				}
-			}
+			rng, data := rngs[w], datas[w]
 			slots := max(1, (r.fileSize-int64(op.size))/int64(max(op.size, 1))+1)
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			// Every worker runs at least one op: a result always has a sample.
+			for first := true; ctx.Err() == nil && (first || time.Now().Before(deadline)); first = false {
 				off := uint64(rng.Int64N(slots)) * uint64(op.size)
 				t0 := time.Now()
 				n, err := doBenchOp(ctx, t, op, off, data)

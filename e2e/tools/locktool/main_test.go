@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,13 +45,13 @@ func TestLocktool(t *testing.T) {
 				t.Fatalf("try while held: rc %d, want %d", rc, exitBusy)
 			}
 			wait := exec.Command(bin, "wait", kind, file)
-			var out strings.Builder
+			var out syncBuf // written by exec's copying goroutine while we look
 			wait.Stdout = &out
 			if err := wait.Start(); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(200 * time.Millisecond)
-			if out.Len() != 0 {
+			if out.String() != "" {
 				t.Fatalf("waiter got the lock while held: %q", out.String())
 			}
 			hold.Process.Signal(syscall.SIGTERM) // the holder lets go
@@ -81,4 +82,22 @@ func run(t *testing.T, bin string, args ...string) int {
 		t.Fatal(err)
 	}
 	return 0
+}
+
+// syncBuf is a strings.Builder safe to read while a process writes to it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

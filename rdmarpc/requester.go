@@ -200,8 +200,8 @@ type RequesterConn struct {
 	// Registrations revoked by the requester (LOCAL_INV in Linux) and by
 	// the responder's Send With Invalidate (InvalidateStats).
 	localInv, remoteInv atomic.Uint64
-	cq      verbs.CQ
-	qp      verbs.Conn
+	cq                  verbs.CQ
+	qp                  verbs.Conn
 
 	sendMax int
 	recvMax int

@@ -9,7 +9,10 @@
 # reverse-mode directions (out = to the server, in = from it): Read-chunk
 # bytes (read_chunk out, the server RDMA-Reads WRITE payloads) must match
 # what the case wrote, Write-chunk bytes (write_chunk in, the server
-# RDMA-Writes READ results) what it read. Last a short benchmark: fio 1 MiB
+# RDMA-Writes READ results) what it read. Then NFSv3 READDIR with counts
+# 3940..3980 through the gateway must match knfsd's direct answer (issue #14:
+# replies that fit inline only without the transport header need a Reply
+# chunk; e2e/tools/readdirprobe). Last a short benchmark: fio 1 MiB
 # sequential write/read, direct I/O, NFSv4.1, through the gateway vs the
 # kernel TCP client straight to knfsd over TCP, with the ratio (PERF lines,
 # $OUT/perf.txt; not pass/fail).
@@ -53,6 +56,26 @@ chk_metrics() {
     return $ok
 }
 check gw_metrics chk_metrics
+
+# ---- READDIR replies just under the inline threshold (issue #14) -----------
+# knfsd needs a Reply chunk for a reply that fits 4 KiB only without its
+# RPC-over-RDMA header; without one it answers ERR_CHUNK and the TCP client
+# gets SYSTEM_ERR. readdirprobe READDIRs a directory of 300 long-named files
+# with count 3940..3980 through the gateway and straight to knfsd over TCP.
+chk_readdir() {
+    local d=$NFS_EXPORT/rcsize-probe i
+    mkdir -p "$d" || return 1
+    for i in $(seq 1 300); do   # names 30..109 bytes: reply sizes vary by count
+        : > "$d/$(printf 'entry-%03d-%0*d' "$i" $((20 + i * 7 % 80)) 0)" || return 1
+    done
+    timeout 120 "$E2E_REPO/bin/readdirprobe" -gw "$GW_RV_ADDR:$GW_RV_PORT" -direct "$RXE_IP:2049" \
+        -mountd "$RXE_IP:$MOUNTD_PORT" -export "$NFS_EXPORT" -dir rcsize-probe -from 3940 -to 3980 -step 4 |
+        sed 's/^/  /'
+    local rc=${PIPESTATUS[0]}
+    rm -rf "$d"
+    return "$rc"
+}
+check rv_v3_readdir_reply_chunk chk_readdir
 
 # ---- performance: through the gateway vs straight to knfsd over TCP --------
 declare -A BW

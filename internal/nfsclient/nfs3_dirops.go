@@ -170,3 +170,45 @@ func (c *V3) ReadDirPlus(ctx context.Context, dir []byte, maxcount uint32) ([]Di
 }
 
 var errNoProgress = errors.New("nfsclient: READDIRPLUS returned no entries and no eof")
+
+// DirPage is one READDIR reply: the entries (Attr and FH nil), the cookie
+// verifier for the next call, eof, and Size, the byte length of the
+// READDIR3res the server sent (what its count bounds).
+type DirPage struct {
+	Entries []DirEntry
+	Verf    [nfsproto.VerfSize]byte
+	EOF     bool
+	Size    int
+}
+
+// ReadDir makes exactly one READDIR call (RFC 1813 §3.3.16) with the given
+// cookie, verifier and count, so a test controls the reply size; ReadDirPlus
+// is the whole-directory listing.
+func (c *V3) ReadDir(ctx context.Context, dir []byte, cookie uint64, verf [nfsproto.VerfSize]byte, count uint32) (DirPage, error) {
+	var p DirPage
+	args, err := encodeArgs(fixedArgs, func(e *xdr.Encoder) {
+		e.PutOpaque(dir)
+		e.PutUint64(cookie)
+		e.PutFixedOpaque(verf[:])
+		e.PutUint32(count)
+	})
+	if err != nil {
+		return p, err
+	}
+	res, err := c.T.Call(ctx, nfsproto.ProgNFS, nfsproto.NFSVers3, nfsproto.NFS3Readdir, args)
+	if err != nil {
+		return p, err
+	}
+	p.Size = len(res)
+	d := nfsproto.NewDec(res)
+	if err := checkStatus(d); err != nil {
+		return p, err
+	}
+	nfsproto.PostOpAttr(d)
+	copy(p.Verf[:], d.Fixed(nfsproto.VerfSize))
+	for d.Bool() {
+		p.Entries = append(p.Entries, DirEntry{FileID: d.U64(), Name: string(d.Opaque(nfsproto.MaxName)), Cookie: d.U64()})
+	}
+	p.EOF = d.Bool()
+	return p, d.Err()
+}

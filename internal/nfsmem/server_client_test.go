@@ -2,7 +2,6 @@ package nfsmem_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -136,32 +135,21 @@ func TestReaddir(t *testing.T) {
 	}
 	seen := map[string]int{}
 	var cookie uint64
-	verf := make([]byte, 8)
+	var verf [nfsproto.VerfSize]byte
 	for calls := 0; ; calls++ {
-		args := binary.BigEndian.AppendUint32(nil, uint32(len(root)))
-		args = append(args, root...)
-		args = binary.BigEndian.AppendUint64(args, cookie)
-		args = append(args, verf...)
-		args = binary.BigEndian.AppendUint32(args, 512)
-		res, err := c.T.Call(ctx, nfsproto.ProgNFS, 3, nfsproto.NFS3Readdir, args)
+		p, err := c.ReadDir(ctx, root, cookie, verf, 512)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := nfsproto.NewDec(res)
-		if st := nfsproto.Status(d.U32()); st != nfsproto.NFS3OK {
-			t.Fatalf("READDIR: %v", st)
+		if p.Size > 512 {
+			t.Fatalf("READDIR count 512: %d-byte reply", p.Size)
 		}
-		nfsproto.PostOpAttr(d)
-		verf = append([]byte{}, d.Fixed(8)...)
-		for d.Bool() {
-			d.U64()
-			seen[string(d.Opaque(255))]++
-			cookie = d.U64()
+		verf = p.Verf
+		for _, ent := range p.Entries {
+			seen[ent.Name]++
+			cookie = ent.Cookie
 		}
-		eof := d.Bool()
-		if d.Err() != nil {
-			t.Fatal(d.Err())
-		}
+		eof := p.EOF
 		if eof {
 			if calls < 3 {
 				t.Fatalf("a 512-byte count listed 102 entries in %d calls", calls+1)

@@ -20,6 +20,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
@@ -120,8 +123,9 @@ func samePage(got, want nfsclient.DirPage) error {
 
 // summary collects the probe's outcome for its one line.
 type summary struct {
-	tried, minSize, maxSize int
-	failures                []string
+	tried    int
+	sizes    []int // distinct reply sizes of the calls that matched, in call order
+	failures []string
 }
 
 func (s *summary) add(count uint, size int, err error) {
@@ -130,18 +134,19 @@ func (s *summary) add(count uint, size int, err error) {
 		s.fail(fmt.Sprintf("count %d: %v", count, err))
 		return
 	}
-	if s.minSize == 0 || size < s.minSize {
-		s.minSize = size
-	}
-	if size > s.maxSize {
-		s.maxSize = size
+	if !slices.Contains(s.sizes, size) {
+		s.sizes = append(s.sizes, size)
 	}
 }
 
 func (s *summary) fail(msg string) { s.failures = append(s.failures, msg) }
 
 func (s *summary) String() string {
-	line := fmt.Sprintf("readdirprobe: %d counts, reply sizes %d..%d bytes, %d failed", s.tried, s.minSize, s.maxSize, len(s.failures))
+	sizes := make([]string, len(s.sizes))
+	for i, n := range s.sizes {
+		sizes[i] = strconv.Itoa(n)
+	}
+	line := fmt.Sprintf("readdirprobe: %d counts, reply sizes %s bytes, %d failed", s.tried, strings.Join(sizes, ","), len(s.failures))
 	for _, f := range s.failures {
 		line += "; " + f
 	}

@@ -45,7 +45,7 @@ func TestSamePage(t *testing.T) {
 	var s summary
 	s.add(3940, 3900, nil)
 	s.add(3944, 3910, samePage(page(true), want))
-	if got := s.String(); !strings.HasPrefix(got, "readdirprobe: 2 counts, reply sizes 3900..3900 bytes, 1 failed; count 3944:") {
+	if got := s.String(); !strings.HasPrefix(got, "readdirprobe: 2 counts, reply sizes 3900 bytes, 1 failed; count 3944:") {
 		t.Fatalf("summary %q", got)
 	}
 }

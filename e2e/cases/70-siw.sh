@@ -35,6 +35,13 @@ SKIP1=${E2E_SIW_SKIP-dir2000}
 SKIP2=${E2E_SIW_SKIP2-fio dir2000}
 DATA_MIB=${E2E_SIW_DATA_MIB:-8}
 FIO_MIB=${E2E_SIW_FIO_MIB:-4}
+# Opt-in (E2E_SIW=1): about 7 minutes under TCG (two segments per FPDU,
+# every CRC in software) would take `make e2e` past CI's 45-minute budget,
+# and the interop and reverse parts are not proven yet (issue #17).
+if [ "${E2E_SIW:-0}" != 1 ]; then
+    result siw SKIP 0 "opt-in: E2E_SIW=1 e2e/run.sh 70-siw"
+    exit 0
+fi
 if ! gw_binary > /dev/null; then
     result siw SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
     exit 0

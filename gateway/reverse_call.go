@@ -47,10 +47,9 @@ type revSlot struct {
 
 	walk  ulb.Walker
 	msg   rdmarpc.Message
-	plan  rdmarpc.ReplyPlan
+	plan  rdmarpc.ReplyPlan // what the requester offers: offer's rooms
+	offer ulb.ReplyOffer    // the policy's plan (planReply)
 	rooms [ulb.MaxItems]int
-	est   ulb.Estimate
-	estOK bool
 	res   rdmarpc.Result
 	vec   [][]byte
 	small [maxReplyHeader]byte // gateway-made replies
@@ -286,12 +285,13 @@ func (s *revSlot) buildMessage() {
 	s.msg.Append(rdmarpc.Piece{Data: s.scratch[prev:]})
 }
 
-// planReply offers reply room from the binding's estimate: a Write chunk
-// per READ/READLINK result sized from the call, a Reply chunk when the
-// rest may not fit our inline receive size or cannot be bounded. The
-// estimator reads whole arguments; the item bodies are elsewhere, so
-// their length words are zeroed while it runs (no READ/READLINK result
-// size depends on a WRITE or SYMLINK body) and restored after.
+// planReply offers reply room by the requester policy (ulb.Requester:
+// a Write chunk per READ/READLINK result sized from the call, a Reply
+// chunk when the rest may not fit our inline receive size or cannot be
+// bounded; its server quirks). The estimator reads whole arguments; the
+// item bodies are elsewhere, so their length words are zeroed while it
+// runs (no READ/READLINK result size depends on a WRITE or SYMLINK body)
+// and restored after.
 func (s *revSlot) planReply() {
 	var saved [ulb.MaxItems]uint32
 	for i := range s.nitems {
@@ -299,56 +299,27 @@ func (s *revSlot) planReply() {
 		saved[i] = binary.BigEndian.Uint32(w)
 		binary.BigEndian.PutUint32(w, 0)
 	}
-	var err error
-	s.est, err = ulb.EstimateReply(s.prog, s.vers, s.proc, s.scratch[s.hdrLen:])
+	call := ulb.CallInfo{Prog: s.prog, Vers: s.vers, Proc: s.proc, Args: s.scratch[s.hdrLen:],
+		Verifier: s.verifier, Wrapped: !s.ddp}
+	pol := s.c.r.replyPolicy()
+	s.offer = pol.Plan(&call, s.rooms[:0])
 	for i := range s.nitems {
 		binary.BigEndian.PutUint32(s.scratch[s.items[i].at-4:], saved[i])
 	}
-	s.estOK = err == nil
-	maxRoom := s.c.r.pool.MaxSize()
-	s.plan = rdmarpc.ReplyPlan{}
-	if !s.estOK || !s.ddp {
-		// No estimate (no binding, arguments the server will refuse, or
-		// a GSS-wrapped body): a Reply chunk that holds anything a pool
-		// buffer can, so the reply cannot fail for lack of room.
-		s.plan.ReplyChunk = maxRoom
-		return
-	}
-	rooms := s.est.WriteRooms(s.rooms[:0])
-	if s.prog == ulb.ProgNFS && s.vers == 4 {
-		// No Write chunk for an NFSv4 READLINK link (nor any item after
-		// it): Linux knfsd (nfsd4_encode_readlink, 5.11 on) registers the
-		// result payload at the link's length word instead of its bytes,
-		// so a Write chunk gets the word and all but the link's last four
-		// bytes, which arrive inline in place of the word. The Linux
-		// client never offers one for READLINK (a Reply chunk or inline),
-		// so we do the same: those items come back inline, or in the
-		// Reply chunk sized for them here.
-		for k := 0; k < s.est.NItems && k < len(rooms); k++ {
-			if s.est.ItemKind[k] != ulb.KindReadlinkPath {
-				continue
-			}
-			for j := k; j < s.est.NItems; j++ {
-				s.est.Inline += (s.est.ItemMax[j] + 3) &^ 3
-			}
-			rooms = rooms[:k]
-			break
-		}
-	}
-	if n := s.c.r.cfg.Reverse.MaxWriteChunks; len(rooms) > n {
-		// RFC 8267 §6.4.2: the results past the last Write chunk come
-		// inline or in the Reply chunk, sized for them here.
-		for j := n; j < len(rooms); j++ {
-			s.est.Inline += (s.est.ItemMax[j] + 3) &^ 3
-		}
-		rooms = rooms[:n]
-	}
-	for i := range rooms {
-		rooms[i] = min(rooms[i], maxRoom)
-	}
-	s.plan.WriteChunks = rooms
-	inlineRoom := int(s.c.r.cfg.RDMA.InlineRecv) - s.plan.ReplyHeaderMax()
-	s.plan.ReplyChunk = s.est.ReplyChunkRoom(inlineRoom, s.verifier, maxRoom)
+	s.plan = rdmarpc.ReplyPlan{WriteChunks: s.offer.WriteChunks, ReplyChunk: s.offer.ReplyChunk}
+}
+
+// replyPolicy is the requester policy for the calls to the server, from
+// the configuration and the pool.
+func (r *Reverse) replyPolicy() ulb.Requester {
+	return ulb.Requester{InlineRecv: int(r.cfg.RDMA.InlineRecv), MaxChunk: r.pool.MaxSize(),
+		MaxWriteChunks: r.cfg.Reverse.MaxWriteChunks, HeaderMax: replyHeaderMax}
+}
+
+// replyHeaderMax is ulb.Requester.HeaderMax for rdmarpc's requester.
+func replyHeaderMax(writeChunks []int) int {
+	p := rdmarpc.ReplyPlan{WriteChunks: writeChunks}
+	return p.ReplyHeaderMax()
 }
 
 // rejectHeader answers a record that is not a usable RPC call: an RPC

@@ -46,14 +46,13 @@ func (s *revSlot) serve() {
 }
 
 // callWithRetry calls, and retries with a new XID and a larger Reply
-// chunk when the server answers ERR_CHUNK to a call whose reply size the
-// binding cannot bound (short Reply chunk retry, RFC 8267 §3.1; the new
-// XID keeps the server's reply cache from answering with the error
-// again). Other calls are not retried: an underestimate there is a bug
-// to fix, and a retry could execute a non-idempotent call twice.
+// chunk when the server answers ERR_CHUNK to a call the policy names
+// retryable (ulb.ReplyOffer.Retryable: short Reply chunk retry, RFC 8267
+// §3.1; the new XID keeps the server's reply cache from answering with
+// the error again).
 func (s *revSlot) callWithRetry() error {
 	c := s.c
-	maxRoom := c.r.pool.MaxSize()
+	pol := c.r.replyPolicy()
 	for retry := 0; ; retry++ {
 		err := c.link.call(c.ctx, &s.msg, &s.plan, &s.res)
 		if err == nil {
@@ -67,14 +66,15 @@ func (s *revSlot) callWithRetry() error {
 			}
 			return nil
 		}
-		if !errors.Is(err, rdmarpc.ErrRemoteChunk) || !s.retryable() ||
-			retry >= c.r.cfg.Reverse.ReplyChunkRetries || s.plan.ReplyChunk >= maxRoom {
+		room, grow := pol.GrowReplyChunk(s.plan.ReplyChunk)
+		if !errors.Is(err, rdmarpc.ErrRemoteChunk) || !s.offer.Retryable ||
+			retry >= c.r.cfg.Reverse.ReplyChunkRetries || !grow {
 			if retry > 0 {
 				binary.BigEndian.PutUint32(s.scratch, s.xid)
 			}
 			return err
 		}
-		s.plan.ReplyChunk = min(max(2*s.plan.ReplyChunk, 2*int(c.r.cfg.RDMA.InlineRecv)), maxRoom)
+		s.plan.ReplyChunk = room
 		xid := c.link.nextXID()
 		binary.BigEndian.PutUint32(s.scratch, xid) // the RPC header's XID
 		s.msg.XID = xid
@@ -84,19 +84,10 @@ func (s *revSlot) callWithRetry() error {
 	}
 }
 
-// retryable: the binding names the reply as impossible to bound (NFSv4
-// GETATTR of variable-length attributes, GETXATTR, READ_PLUS...; the
-// estimate is then a guess), or it is NFSACL GETACL (RFC 8267 §4.4).
-func (s *revSlot) retryable() bool {
-	if !s.estOK {
-		return false
-	}
-	return s.est.Unpredictable || (s.prog == ulb.ProgNFSACL && s.proc == 1)
-}
-
 // replyVec lays the reply out for one vectored write: the RPC header and
 // results as received, each READ/READLINK body spliced back from the
-// buffer the server RDMA-wrote it into, with its XDR pad.
+// buffer the server RDMA-wrote it into, with its XDR pad
+// (ulb.SpliceReply).
 func (s *revSlot) replyVec() (replyStatus, error) {
 	in := s.res.Inline
 	var h tcprpc.ReplyHeader
@@ -105,28 +96,15 @@ func (s *revSlot) replyVec() (replyStatus, error) {
 		return statusUnparsable, err
 	}
 	st := replyStatusOf(&h)
-	s.vec = s.vec[:0]
-	placed := false
-	for _, ch := range s.res.Chunks {
-		placed = placed || len(ch) > 0
+	s.vec = append(s.vec[:0], in[:n])
+	var spliced bool
+	s.vec, spliced, err = ulb.SpliceReply(s.vec, &s.walk, s.prog, s.vers, s.proc, st == statusSuccess,
+		in[n:], s.res.Chunks, s.plan.WriteChunks)
+	if err == nil && !spliced && st == statusSuccess && s.ddp {
+		// Whole and ours (a receive or Reply chunk buffer): lower the
+		// transfer sizes the server advertises to ours.
+		ulb.CapLimits(s.prog, s.vers, s.proc, in[n:], &s.c.r.carry)
 	}
-	if st != statusSuccess || !placed {
-		if placed {
-			return st, errors.New("data in Write chunks of a reply that has no results")
-		}
-		if st == statusSuccess && s.ddp {
-			// Whole and ours (a receive or Reply chunk buffer): lower
-			// the transfer sizes the server advertises to ours.
-			ulb.CapLimits(s.prog, s.vers, s.proc, in[n:], &s.c.r.carry)
-		}
-		s.vec = append(s.vec, in)
-		return st, nil
-	}
-	s.vec = append(s.vec, in[:n])
-	if err := s.walk.Reset(ulb.Reply, s.prog, s.vers, s.proc); err != nil {
-		return st, err
-	}
-	s.vec, err = ulb.AppendSplicedReply(s.vec, &s.walk, in[n:], s.res.Chunks, s.plan.WriteChunks)
 	return st, err
 }
 

@@ -13,6 +13,13 @@
 //   - How big can the reply be? EstimateReply gives a requester the sizes of
 //     the Write chunks and of the Reply chunk to offer for a call.
 //
+// On top of those, the requester policy every requester in the project
+// uses (the reverse gateway, internal/nfsclient): requester.go turns an
+// estimate into the chunks to offer (Requester.Plan, with the server
+// quirks it works around) and decides short Reply chunk retries;
+// splice.go puts a reply's Write-chunk payloads back into its XDR stream
+// (SpliceReply).
+//
 // One binding a file: nfs2.go, nfs3.go, nfs4*.go, and aux.go for the
 // programs that have no eligible items (MOUNT, NLM, NSM, NFSACL).
 package ulb

@@ -1,49 +1,48 @@
 package ulb
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Splicing a reply received over RPC-over-RDMA back into the byte stream
-// it would be on TCP, and provisioning the reply room of a call. Shared
-// by every requester on top of rdmarpc (the reverse gateway, the Go NFS
-// client): the rules are the binding's, not a transport's, and they do
-// not depend on rdmarpc types, so they live here.
+// it would be on TCP: the requester policy's second half (requester.go
+// plans the reply room). The rules are the binding's, not a transport's,
+// and they do not depend on rdmarpc types, so they live here.
 
-// WriteRooms appends to dst, per expected DDP-eligible result, the room
-// of the Write chunk to offer for it (RFC 8267 §4.3.1, §6.4.1: one chunk
-// per READ/READLINK result, in reply order), and returns it.
-func (e *Estimate) WriteRooms(dst []int) []int {
-	for k := range e.NItems {
-		dst = append(dst, e.ItemMax[k])
-	}
-	return dst
-}
+// errChunksWithoutResults: a reply that is not an accepted SUCCESS has
+// no results, so nothing of it can be in a Write chunk.
+var errChunksWithoutResults = errors.New("ulb: data in Write chunks of a reply that has no results")
 
-// MaxVerifierBody is the largest verifier body an RPC reply may carry
-// (RFC 5531 §8.2: opaque_auth bodies are at most 400 bytes). Estimates
-// assume an empty one, what servers return to AUTH_NONE and AUTH_SYS
-// callers; a requester whose call uses another flavor (RPCSEC_GSS: the
-// reply verifier is a MIC) passes this as ReplyChunkRoom's verifier.
-const MaxVerifierBody = 400
-
-// ReplyChunkRoom is the room of the Reply chunk to offer, or 0 for none:
-// one is needed when the inline part of the reply may exceed inlineRoom
-// or cannot be bounded.
+// SpliceReply rebuilds a reply received over RPC-over-RDMA as a TCP
+// peer would send it: it appends to vec the slices that, written in
+// order, are the results, each READ/READLINK body spliced back from the
+// Write chunk it arrived in, with its XDR pad. It copies nothing.
 //
-// inlineRoom is what of the requester's receive buffer an inline reply
-// can use: the receive size less the largest RPC-over-RDMA header the
-// responder may put before the reply (RFC 8166 §3.3.2: the transport
-// header counts against the inline threshold; Linux subtracts
-// rpcrdma_max_reply_header_size the same way). verifier is the reply
-// verifier's body beyond the empty one the estimate assumes (0, or
-// MaxVerifierBody). The room is the estimate with the verifier, at least
-// twice inlineRoom (slack for estimates that are guesses), at most
-// maxRoom (the largest buffer).
-func (e *Estimate) ReplyChunkRoom(inlineRoom, verifier, maxRoom int) int {
-	need := e.Inline + verifier
-	if need <= inlineRoom && !e.Unpredictable {
-		return 0
+// results is the reply after its RPC header (inline or from the Reply
+// chunk), success whether the header is an accepted SUCCESS, chunks[k]
+// what the responder wrote into Write chunk k and offered the rooms the
+// call offered. spliced is false when no Write chunk holds data: vec then
+// ends with results, whole. w is the caller's (Reset here), so a
+// long-lived caller allocates nothing.
+func SpliceReply(vec [][]byte, w *Walker, prog, vers, proc uint32, success bool, results []byte, chunks [][]byte, offered []int) (_ [][]byte, spliced bool, err error) {
+	for _, ch := range chunks {
+		spliced = spliced || len(ch) > 0
 	}
-	return min(max(need, 2*inlineRoom), maxRoom)
+	if !spliced {
+		if len(results) > 0 {
+			vec = append(vec, results)
+		}
+		return vec, false, nil
+	}
+	if !success {
+		return vec, true, errChunksWithoutResults
+	}
+	if err := w.Reset(Reply, prog, vers, proc); err != nil {
+		return vec, true, err
+	}
+	vec, err = AppendSplicedReply(vec, w, results, chunks, offered)
+	return vec, true, err
 }
 
 // zeroPad supplies the XDR round-up of spliced item bodies.

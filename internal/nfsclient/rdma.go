@@ -17,12 +17,13 @@ import (
 //   - finds the call's DDP-eligible items (WRITE data, SYMLINK path) with
 //     a ulb Walker and passes them as Item pieces, which the requester
 //     exposes as Read chunks;
-//   - asks ulb.EstimateReply what the reply needs and offers a Write chunk
-//     per expected READ/READLINK result and a Reply chunk when the reply
-//     may not fit the inline receive size;
+//   - offers what the requester policy (ulb.Requester.Plan, shared with
+//     the reverse gateway) plans for the reply: a Write chunk per expected
+//     READ/READLINK result and a Reply chunk when the reply may not fit
+//     the inline receive size;
 //   - splices the Write chunk data back into the reduced reply (whose
 //     items keep their length words but lose their bodies), so the caller
-//     sees the reply exactly as it would come over TCP.
+//     sees the reply exactly as it would come over TCP (ulb.SpliceReply).
 type RDMA struct {
 	conn       *rdmarpc.RequesterConn
 	xids       *xidSource
@@ -69,9 +70,10 @@ func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) (
 	if err := splitCall(&msg, call, len(head), prog, vers, proc); err != nil {
 		return nil, err
 	}
-	var plan rdmarpc.ReplyPlan
 	var rooms [ulb.MaxItems]int
-	t.planReply(&plan, rooms[:0], prog, vers, proc, args)
+	pol := t.policy()
+	offer := pol.Plan(&ulb.CallInfo{Prog: prog, Vers: vers, Proc: proc, Args: args}, rooms[:0])
+	plan := rdmarpc.ReplyPlan{WriteChunks: offer.WriteChunks, ReplyChunk: offer.ReplyChunk}
 
 	var res rdmarpc.Result
 	if err := t.conn.Call(ctx, &msg, &plan, &res); err != nil {
@@ -119,25 +121,23 @@ func splitCall(msg *rdmarpc.Message, call []byte, hdrLen int, prog, vers, proc u
 	}
 }
 
-// planReply fills plan from the ULB's estimate of the reply: a Write
-// chunk per expected READ/READLINK item, and a Reply chunk when the rest
-// may exceed our inline receive size (or its size cannot be told).
-func (t *RDMA) planReply(plan *rdmarpc.ReplyPlan, rooms []int, prog, vers, proc uint32, args []byte) {
-	est, err := ulb.EstimateReply(prog, vers, proc, args)
-	if err != nil {
-		// No estimate: offer a Reply chunk big enough for anything a
-		// pool buffer holds, so the reply cannot fail for lack of room.
-		plan.ReplyChunk = t.conn.Pool().MaxSize()
-		return
-	}
-	plan.WriteChunks = est.WriteRooms(rooms)
-	// AUTH_SYS calls: the reply verifier is AUTH_NONE, as estimated.
-	plan.ReplyChunk = est.ReplyChunkRoom(t.inlineRecv-plan.ReplyHeaderMax(), 0, t.conn.Pool().MaxSize())
+// policy is the requester policy for our calls (ulb.Requester): AUTH_SYS
+// calls, so the estimates' empty reply verifier holds; every Write chunk
+// the binding asks for (RFC 8267 §6.4.2's one-chunk default is for
+// requesters that do not know their server; tests want them all).
+func (t *RDMA) policy() ulb.Requester {
+	return ulb.Requester{InlineRecv: t.inlineRecv, MaxChunk: t.conn.Pool().MaxSize(), HeaderMax: replyHeaderMax}
+}
+
+// replyHeaderMax is ulb.Requester.HeaderMax for rdmarpc's requester.
+func replyHeaderMax(writeChunks []int) int {
+	p := rdmarpc.ReplyPlan{WriteChunks: writeChunks}
+	return p.ReplyHeaderMax()
 }
 
 // spliceReply rebuilds the reply as it would be on a byte stream: every
 // item whose body went to a Write chunk gets that body (and its XDR pad)
-// back after its length word (ulb.AppendSplicedReply).
+// back after its length word (ulb.SpliceReply).
 func spliceReply(res *rdmarpc.Result, plan *rdmarpc.ReplyPlan, prog, vers, proc uint32) ([]byte, error) {
 	in := res.Inline
 	var h tcprpc.ReplyHeader
@@ -145,24 +145,18 @@ func spliceReply(res *rdmarpc.Result, plan *rdmarpc.ReplyPlan, prog, vers, proc 
 	if err != nil {
 		return nil, fmt.Errorf("nfsclient: bad reply header: %w", err)
 	}
-	placed := 0
-	for _, c := range res.Chunks {
-		placed += len(c) + 3
-	}
-	out := make([]byte, 0, len(in)+placed)
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success || placed == 0 {
-		return append(out, in...), nil
-	}
-	out = append(out, in[:n]...)
+	success := h.Stat == tcprpc.MsgAccepted && h.AcceptStat == tcprpc.Success
 	var w ulb.Walker
-	if err := w.Reset(ulb.Reply, prog, vers, proc); err != nil {
-		return append(out, in[n:]...), nil
-	}
-	var store [2*ulb.MaxItems + 1][]byte
-	vec, err := ulb.AppendSplicedReply(store[:0], &w, in[n:], res.Chunks, plan.WriteChunks)
+	var store [2*ulb.MaxItems + 2][]byte
+	vec, _, err := ulb.SpliceReply(append(store[:0], in[:n]), &w, prog, vers, proc, success, in[n:], res.Chunks, plan.WriteChunks)
 	if err != nil {
 		return nil, fmt.Errorf("nfsclient: %w", err)
 	}
+	size := 0
+	for _, v := range vec {
+		size += len(v)
+	}
+	out := make([]byte, 0, size)
 	for _, v := range vec {
 		out = append(out, v...)
 	}

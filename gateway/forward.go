@@ -139,9 +139,6 @@ func (f *Forward) MetricsAddr() net.Addr {
 // in-process, as the demo does).
 func (f *Forward) Metrics() *Metrics { return f.met }
 
-// Pool is the registered buffer pool shared by all connections.
-func (f *Forward) Pool() *rdmarpc.Pool { return f.pool }
-
 // Serve accepts clients until ctx ends, then disconnects every client,
 // abandons their outstanding calls and returns once all sessions are
 // gone. It returns nil after a shutdown through ctx.

@@ -332,7 +332,7 @@ func TestHardenStalledClientBoundedAndTimedOut(t *testing.T) {
 	fh := writeTestFile(t, gw.Addr().String(), root, "stall", 1<<20)
 	m := gw.Metrics()
 	waitFor(t, 5*time.Second, "the writer's connection to end", func() bool {
-		return metric(t, m, "rdmagw_connections") == 0 && gw.Pool().InUse() == 0
+		return metric(t, m, "rdmagw_connections") == 0 && poolInUse(t, gw.Metrics()) == 0
 	})
 
 	p := dialRawPeer(t, gw.Addr().String(), "127.0.0.1", 40, 4, 64, 1<<20)
@@ -345,7 +345,7 @@ func TestHardenStalledClientBoundedAndTimedOut(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stalled client was never disconnected")
 		}
-		peak = max(peak, gw.Pool().InUse())
+		peak = max(peak, poolInUse(t, gw.Metrics()))
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("pool in use peaked at %d bytes with one stalled client (max_reply_memory %d)", peak, replyMem)
@@ -360,7 +360,7 @@ func TestHardenStalledClientBoundedAndTimedOut(t *testing.T) {
 	if v := metric(t, m, "rdmagw_connections_closed_total", "reason", "reply_timeout"); v != 1 {
 		t.Errorf("connections closed as reply_timeout = %v, want 1", v)
 	}
-	waitFor(t, 10*time.Second, "the stalled client's memory to come back", func() bool { return gw.Pool().InUse() == 0 })
+	waitFor(t, 10*time.Second, "the stalled client's memory to come back", func() bool { return poolInUse(t, gw.Metrics()) == 0 })
 }
 
 // Finding 2: connection limits, global and per address, refuse with a
@@ -488,7 +488,7 @@ func TestHardenLoadStalledAndIdleClients(t *testing.T) {
 	waitFor(t, 60*time.Second, "1,004 connections", func() bool { return metric(t, m, "rdmagw_connections") == 1004 })
 	stalledAt := time.Now()
 	t.Logf("1000 idle connected in %v, then 4 stalled: gateway pool in use %d MiB, goroutines +%d, descriptors %d, credits in use %v",
-		idleIn.Round(time.Millisecond), gw.Pool().InUse()>>20, runtime.NumGoroutine()-baseG, openFDs(), metric(t, m, "rdmagw_credits_in_use"))
+		idleIn.Round(time.Millisecond), poolInUse(t, gw.Metrics())>>20, runtime.NumGoroutine()-baseG, openFDs(), metric(t, m, "rdmagw_credits_in_use"))
 
 	// The steady client.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -530,7 +530,7 @@ func TestHardenLoadStalledAndIdleClients(t *testing.T) {
 		worst = max(worst, gap)
 		t.Logf("iteration %d: write 64 MiB %v (%.0f MiB/s), read %v (%.0f MiB/s), longest gap between calls %v; pool in use %d MiB, connections %v",
 			it, t1.Sub(t0).Round(time.Millisecond), 64/t1.Sub(t0).Seconds(), t2.Sub(t1).Round(time.Millisecond), 64/t2.Sub(t1).Seconds(),
-			gap.Round(time.Millisecond), gw.Pool().InUse()>>20, metric(t, m, "rdmagw_connections"))
+			gap.Round(time.Millisecond), poolInUse(t, gw.Metrics())>>20, metric(t, m, "rdmagw_connections"))
 	}
 	if v := metric(t, m, "rdmagw_rdma_messages_dropped_total"); v != 0 {
 		t.Errorf("messages dropped = %v", v)
@@ -540,7 +540,7 @@ func TestHardenLoadStalledAndIdleClients(t *testing.T) {
 	}
 	// Stalled replies are bounded: 4 x max_reply_memory, plus send buffers.
 	def := gateway.DefaultConfig().Connections
-	if in, most := gw.Pool().InUse(), 4*int64(def.MaxReplyMemory)+64<<20; in > most {
+	if in, most := poolInUse(t, gw.Metrics()), 4*int64(def.MaxReplyMemory)+64<<20; in > most {
 		t.Errorf("pool in use %d with 4 stalled clients, want at most %d", in, most)
 	}
 	t.Logf("longest gap between the steady client's calls: %v; loop ended %v after the stalls began; stalled clients closed so far: %v; backend ping timeouts %v",

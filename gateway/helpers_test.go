@@ -1,6 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -233,4 +236,49 @@ func (p *proxy) close() {
 	p.mu.Unlock()
 	p.ln.Close()
 	p.cut()
+}
+
+// logRecord is one line of the gateway's JSON log (Log.Format "json"):
+// "@level", "@message" and the line's typed fields.
+type logRecord map[string]any
+
+// logged counts the records in logs (a JSON log) at level whose fields
+// hold kv (name, value pairs; a nil value matches any value of a field
+// that is there, others compare as fmt.Sprint). Tests assert on a
+// record's level and typed fields, never on its wording.
+func logged(t testing.TB, logs *syncBuffer, level string, kv ...any) int {
+	t.Helper()
+	n := 0
+	for _, raw := range bytes.Split([]byte(logs.String()), []byte("\n")) {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		var r logRecord
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber() // numbers as written: an XID compares as a decimal integer
+		if err := d.Decode(&r); err != nil {
+			t.Fatalf("log line is not JSON (set Log.Format to json): %v: %s", err, raw)
+		}
+		if r["@level"] == level && r.has(kv...) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r logRecord) has(kv ...any) bool {
+	for i := 0; i+1 < len(kv); i += 2 {
+		v, ok := r[fmt.Sprint(kv[i])]
+		if !ok || kv[i+1] != nil && fmt.Sprint(v) != fmt.Sprint(kv[i+1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// poolInUse is the registered memory handed out and not given back
+// (rdmagw_pool_bytes_in_use).
+func poolInUse(t testing.TB, m *gateway.Metrics) int64 {
+	t.Helper()
+	return int64(metric(t, m, "rdmagw_pool_bytes_in_use"))
 }

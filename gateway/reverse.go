@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
 
@@ -106,9 +105,6 @@ func (r *Reverse) MetricsAddr() net.Addr {
 
 // Metrics returns the gateway's metrics.
 func (r *Reverse) Metrics() *Metrics { return r.met.Metrics }
-
-// Pool is the registered buffer pool shared by all connections.
-func (r *Reverse) Pool() *rdmarpc.Pool { return r.pool }
 
 // Serve accepts TCP clients until ctx ends, then disconnects every client
 // and returns once all sessions are gone. It returns nil after a

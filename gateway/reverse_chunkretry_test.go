@@ -164,9 +164,14 @@ func TestReverseReplyChunkRetry(t *testing.T) {
 		if n := metric(t, rev.Metrics(), "rdmagw_rdma_errors_received_total", "code", "ERR_CHUNK"); n != 6 {
 			t.Errorf("ERR_CHUNK received = %v, want 6", n)
 		}
-		for _, want := range []string{"retrying with a larger Reply chunk", "server refused the call (RDMA_ERROR); client gets SYSTEM_ERR"} {
-			if !bytes.Contains([]byte(logs.String()), []byte(want)) {
-				t.Errorf("log has no %q", want)
+		// Each retry is a DEBUG line with both XIDs; each refusal the
+		// client gets SYSTEM_ERR for is a WARN with the client's XID.
+		if n := logged(t, logs, "debug", "xid", nil, "retry_xid", nil); n != 4 {
+			t.Errorf("%d retry lines, want 4", n)
+		}
+		for _, xid := range []uint32{0xac100002, 0x30000001} {
+			if n := logged(t, logs, "warn", "xid", xid); n != 1 {
+				t.Errorf("%d WARN lines for the refused call %#x, want 1", n, xid)
 			}
 		}
 		// The connection still works.

@@ -488,13 +488,13 @@ func (c *fakeConn) answer(call *fakeCall, h *rdmarpc.Header, act fakeAction, rep
 	return c.post(&verbs.SendWR{Op: verbs.OpSend, SGL: []verbs.SGE{{Buf: c.send[:n], LKey: c.mr.LKey()}}})
 }
 
-// startReverseLogged is startReverse with the gateway's log (at debug)
-// also kept in a buffer the test can search.
+// startReverseLogged is startReverse with the gateway's JSON log (at
+// debug) also kept in a buffer, for logged.
 func startReverseLogged(t testing.TB, backend string, edit func(*gateway.Config)) (*gateway.Reverse, *syncBuffer) {
 	t.Helper()
 	buf := &syncBuffer{}
 	r := nfstest.StartReverseWith(t, backend, func(c *gateway.Config) {
-		c.Log.Level = "debug"
+		c.Log.Level, c.Log.Format = "debug", "json"
 		c.Pool.MaxBytes = 64 << 20
 		if edit != nil {
 			edit(c)

@@ -21,6 +21,7 @@ type Snapshot struct {
 	Paths        []Path  // sorted by path, then direction
 	Calls        float64 // rdmagw_calls_total over all procedures
 	ErrVersChunk float64 // RDMA_ERROR answers sent
+	PoolInUse    float64 // registered memory handed out and not given back
 }
 
 // Bytes returns the bytes of path/direction (0 if never seen).
@@ -62,6 +63,10 @@ func Take(g prometheus.Gatherer) (Snapshot, error) {
 		case "rdmagw_rdma_errors_sent_total":
 			for _, m := range f.GetMetric() {
 				s.ErrVersChunk += m.GetCounter().GetValue()
+			}
+		case "rdmagw_pool_bytes_in_use":
+			for _, m := range f.GetMetric() {
+				s.PoolInUse += m.GetGauge().GetValue()
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/gwstats"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
@@ -120,7 +121,8 @@ func StartReverseWith(t testing.TB, backend string, tweak func(*gateway.Config),
 	}
 	log := hclog.NewNullLogger()
 	if logs != nil {
-		log = hclog.New(&hclog.LoggerOptions{Name: "reverse", Level: hclog.LevelFromString(cfg.Log.Level), Output: logs})
+		log = hclog.New(&hclog.LoggerOptions{Name: "reverse", Level: hclog.LevelFromString(cfg.Log.Level),
+			JSONFormat: cfg.Log.Format == "json", Output: logs})
 	}
 	r, err := gateway.NewReverse(&cfg, log)
 	if err != nil {
@@ -140,8 +142,8 @@ func StartReverseWith(t testing.TB, backend string, tweak func(*gateway.Config),
 			t.Errorf("reverse Serve did not return after shutdown")
 		}
 		r.Close()
-		if n := r.Pool().InUse(); n != 0 {
-			t.Errorf("reverse pool: %d bytes still in use after shutdown", n)
+		if s, err := gwstats.Take(r.Metrics().Registry); err != nil || s.PoolInUse != 0 {
+			t.Errorf("reverse pool: %v bytes still in use after shutdown (%v)", s.PoolInUse, err)
 		}
 	})
 	return r

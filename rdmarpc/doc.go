@@ -126,6 +126,85 @@
 // that allocates nothing, and beyond it the slices grow on the heap, at
 // most as far as Limits allow. Errors are allocated (they are rare).
 //
+// # Version two
+//
+// The version-two header codec (draft-ietf-nfsv4-rpcrdma-version-two-07)
+// lives beside version one in this package, not in a subpackage: it reuses
+// the unexported Read list, Write list and Reply chunk codecs, Segment and
+// Limits, and the engines here will use it, so a subpackage would either
+// import rdmarpc while rdmarpc imports it (a cycle) or force the v1 codec
+// out of the package.
+//
+//	v2_header.go   V2Header, HType, Decode/Encode, V2MayPost and the
+//	               constants that settle the draft's contradictions
+//	v2_errors.go   V2ErrCode, V2ErrorBody (the RDMA2_ERROR union), V2Error
+//	               and its mapping to the answer, SetErrorAnswer
+//	v2_props.go    transport properties: PropVal, TransportProps, checks
+//	v2_*_test.go   golden vectors (testdata/v2/golden), errors, fuzz target
+//	               FuzzDecodeV2Header
+//
+// A version-two message is the 16-octet prefix (xid, vers = 2, credit,
+// rdma_htype) and the body rdma_htype selects: ERROR 4 (rdma_err and its
+// arm), GRANT 5 (nothing), CONNPROP_MIDDLE/FINAL 6/7 (a property set),
+// CALL_EXTERNAL 8 (rdma_inv_handle, Call chunk, Read list, provisional
+// Write list and Reply chunk), CALL_MIDDLE 9 and REPLY_MIDDLE 12
+// (rdma_remaining), CALL_INLINE 10 (as CALL_EXTERNAL without the Call
+// chunk), REPLY_EXTERNAL 11 (Write list, Reply chunk), REPLY_INLINE 13
+// (Write list). MIDDLE and INLINE types are followed by (part of) the RPC
+// message. Lists and segments are laid out as in version one.
+//
+// Where draft -07 contradicts itself the codec follows its XDR, and each
+// choice is one constant or function in v2_header.go:
+//
+//   - rdma_credit is one 32-bit count (XDR, Flow Control: the sender's
+//     Sent message count plus its Advertised credits, below 2^31 - 1), not
+//     "two 16-bit subfields" (the appendix on the first four words).
+//     V2Credit, V2CreditLimit.
+//   - The prefix is 16 octets, the four words of struct rpcrdma_common;
+//     the Error Handling section's "20 octets" is not followed. A shorter
+//     message is a *ShortError: discarded, unanswered. V2PrefixSize.
+//   - The credit check counts the message about to be posted: a peer may
+//     post while its Sent count is below the Received credits (modulo
+//     2^32). The text's "MUST NOT post if Sent count is greater than
+//     Received credits" would let one message more through, and a first
+//     grant of 1 would allow two outstanding. V2MayPost.
+//   - Header type descriptions mix up Call and Reply: CALL_EXTERNAL and
+//     CALL_MIDDLE say rdma_xid is the XID of "the RPC Reply", REPLY_MIDDLE
+//     counts rdma_remaining in "the RPC Call message payload". The codec
+//     reads them by the type's name: a Call type carries the Call's XID, a
+//     Reply type counts the Reply's bytes. The Reverse-Direction Support
+//     constants are RDMA2_RVRSDIR_* as in the XDR (RDMA_RVRSDIR_* in the
+//     prose).
+//
+// Further positions the codec takes (the draft is silent or loose):
+//
+//   - The XDR places rdma_rpc_first_word inside the MIDDLE and INLINE
+//     structures: Decode requires those four bytes of RPC message
+//     (ReasonTruncated, BAD_XDR) but returns the length before them.
+//   - The Call chunk of CALL_EXTERNAL must have at least one segment and
+//     every segment at Position 0; a call's Read list holds data item
+//     chunks only, never at Position 0 (the draft says so of CALL_INLINE;
+//     in CALL_EXTERNAL Position 0 is the Call chunk's). REPLY_EXTERNAL
+//     must carry its Reply chunk. All BAD_XDR.
+//   - Version one's rules for lists hold (ascending, 4-aligned Positions,
+//     no wrapping segment); Limits apply to the Call chunk, Read list and
+//     Write list each; over a limit is READ_CHUNKS, WRITE_CHUNKS or
+//     SEGMENTS with the limit as the maximum, a chunk over MaxChunkBytes
+//     (local policy, no code of its own) SYSTEM.
+//   - A known property's rdma_data must be empty (the default) or exactly
+//     the XDR encoding of its type: 4 octets for the uint32 properties, an
+//     opaque<> filling it for HOSTAUTH; anything else, or data running
+//     past the message, is BAD_PROPVAL. Unknown properties are kept as
+//     they came; a later occurrence of a property replaces an earlier one;
+//     any uint32 value is accepted (BRS values above GENL included).
+//   - An RDMA2_ERROR with an unknown rdma_err decodes (the XDR's default
+//     arm is void); V2ErrCode.Known says to discard it. GRANT's XID is not
+//     checked. rdma_inv_handle is not checked against the chunk handles by
+//     Decode; InvHandleListed does that for the engine.
+//   - Decode answers a version other than 2 with RDMA2_ERR_VERS; whether
+//     it should be VERS_MISMATCH (version fixed on the connection) is the
+//     engine's knowledge.
+//
 // # Private data (RFC 8797)
 //
 // ParsePrivateData and PrivateData.Encode handle the 8-byte block the

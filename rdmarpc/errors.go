@@ -23,11 +23,16 @@ var (
 // and rdma_vers. Nothing can be answered: without the XID the requester
 // could not match the answer to a call.
 type ShortError struct {
-	Len int // bytes received
+	Len  int // bytes received
+	Need int // bytes needed; 0 means 8 (version one's rdma_xid and rdma_vers)
 }
 
 func (e *ShortError) Error() string {
-	return fmt.Sprintf("rpcrdma: message of %d bytes is too short for a transport header (need 8)", e.Len)
+	need := e.Need
+	if need == 0 {
+		need = 8
+	}
+	return fmt.Sprintf("rpcrdma: message of %d bytes is too short for a transport header (need %d)", e.Len, need)
 }
 
 // Is reports whether target is ErrShort.
@@ -115,6 +120,9 @@ var reasonText = [...]string{
 }
 
 func (r Reason) String() string {
+	if s, ok := v2ReasonText[r]; ok {
+		return s
+	}
 	if int(r) < len(reasonText) && reasonText[r] != "" {
 		return reasonText[r]
 	}
@@ -143,6 +151,9 @@ var whereText = [...]string{
 }
 
 func (w Where) String() string {
+	if s, ok := v2WhereText[w]; ok {
+		return s
+	}
 	if int(w) < len(whereText) {
 		return whereText[w]
 	}

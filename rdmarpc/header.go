@@ -227,9 +227,9 @@ func (h *Header) Encode(b []byte) (int, error) {
 }
 
 func (h *Header) encodeChunks(e *xdr.Encoder) {
-	h.encodeReadList(e)
-	h.encodeWriteList(e)
-	h.encodeReplyChunk(e)
+	encodeReadList(e, h.Reads)
+	encodeWriteList(e, h.Writes)
+	encodeReplyChunk(e, h.HasReply, h.Reply)
 }
 
 // EncodedLen is the number of bytes Encode writes for h.

@@ -183,11 +183,13 @@ func (h *Header) decodeReadList(d *xdr.Decoder, lim *Limits) error {
 	}
 }
 
-func (h *Header) encodeReadList(e *xdr.Encoder) {
-	for i := range h.Reads {
+// encodeReadList writes l as an XDR linked list (version one's Read list,
+// version two's Read list and Call chunk).
+func encodeReadList(e *xdr.Encoder, l ReadList) {
+	for i := range l {
 		e.PutOptional(true)
-		e.PutUint32(h.Reads[i].Position)
-		encodeSegment(e, h.Reads[i].Segment)
+		e.PutUint32(l[i].Position)
+		encodeSegment(e, l[i].Segment)
 	}
 	e.PutOptional(false)
 }

@@ -33,9 +33,10 @@ func (h *Header) decodeReplyChunk(d *xdr.Decoder, lim *Limits) error {
 	return nil
 }
 
-func (h *Header) encodeReplyChunk(e *xdr.Encoder) {
-	e.PutOptional(h.HasReply)
-	if h.HasReply {
-		encodeWriteChunk(e, h.Reply)
+// encodeReplyChunk writes the optional Reply chunk (present when has).
+func encodeReplyChunk(e *xdr.Encoder, has bool, w WriteChunk) {
+	e.PutOptional(has)
+	if has {
+		encodeWriteChunk(e, w)
 	}
 }

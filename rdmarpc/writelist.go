@@ -111,8 +111,8 @@ func encodeWriteChunk(e *xdr.Encoder, w WriteChunk) {
 	}
 }
 
-func (h *Header) encodeWriteList(e *xdr.Encoder) {
-	for _, w := range h.Writes {
+func encodeWriteList(e *xdr.Encoder, ws []WriteChunk) {
+	for _, w := range ws {
 		e.PutOptional(true)
 		encodeWriteChunk(e, w)
 	}

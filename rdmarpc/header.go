@@ -102,13 +102,18 @@ func (h *Header) Init(xid, credit uint32, proc Proc) {
 // allocSegs returns n segments from the Header's storage, or from the heap
 // when the storage is used up. The slice's capacity is capped so that an
 // append by the caller cannot overwrite the next chunk's segments.
-func (h *Header) allocSegs(n int) []Segment {
-	if n <= len(h.segStore)-h.nseg {
-		s := h.segStore[h.nseg : h.nseg+n : h.nseg+n]
-		h.nseg += n
+func (h *Header) allocSegs(n int) []Segment { return carve(h.segStore[:], &h.nseg, n) }
+
+// carve returns the next n elements of store, of which *used are taken,
+// capacity capped at n, or n new elements from the heap when store has no
+// room left.
+func carve[T any](store []T, used *int, n int) []T {
+	if n <= len(store)-*used {
+		s := store[*used : *used+n : *used+n]
+		*used += n
 		return s
 	}
-	return make([]Segment, n)
+	return make([]T, n)
 }
 
 // PositionZero returns the Position-Zero Read chunk (Long call), if any.

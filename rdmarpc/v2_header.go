@@ -2,6 +2,7 @@ package rdmarpc
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -527,7 +528,7 @@ func (h *V2Header) Equal(o *V2Header) bool {
 	case HTypeCallMiddle, HTypeReplyMiddle:
 		return h.Remaining == o.Remaining
 	case HTypeCallExternal, HTypeCallInline, HTypeReplyExternal, HTypeReplyInline:
-		if h.InvHandle != o.InvHandle || !readListEqual(h.Call, o.Call) || !readListEqual(h.Reads, o.Reads) ||
+		if h.InvHandle != o.InvHandle || !slices.Equal(h.Call, o.Call) || !slices.Equal(h.Reads, o.Reads) ||
 			len(h.Writes) != len(o.Writes) || h.HasReply != o.HasReply {
 			return false
 		}
@@ -537,18 +538,6 @@ func (h *V2Header) Equal(o *V2Header) bool {
 			}
 		}
 		return !h.HasReply || h.Reply.equal(o.Reply)
-	}
-	return true
-}
-
-func readListEqual(a, b ReadList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
 	}
 	return true
 }

@@ -159,14 +159,7 @@ func (h *V2Header) AppendTransportProps(p TransportProps) {
 
 // propData returns n bytes of the header's property storage, or of the
 // heap when it is used up.
-func (h *V2Header) propData(n int) []byte {
-	if n <= len(h.propBytes)-h.npb {
-		b := h.propBytes[h.npb : h.npb+n : h.npb+n]
-		h.npb += n
-		return b
-	}
-	return make([]byte, n)
-}
+func (h *V2Header) propData(n int) []byte { return carve(h.propBytes[:], &h.npb, n) }
 
 // checkPropVal checks a known property's value against its XDR type: it
 // must be empty (the default) or exactly the encoding of the type (a

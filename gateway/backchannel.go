@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
@@ -24,7 +25,7 @@ import (
 // the client's session, so:
 //
 //   - the backend reader tells calls from replies by msg_type
-//     (tcprpc.PeekMsgType); a call is read whole (it must fit the
+//     (oncrpc.PeekMsgType); a call is read whole (it must fit the
 //     client's inline receive size less the 28-byte transport header:
 //     backward messages are never chunked) and queued for the session's
 //     backchannel goroutine;
@@ -286,7 +287,7 @@ func (s *session) answerCallbackError(xid uint32) {
 // callbackErrorReply is the SYSTEM_ERR reply to a callback the gateway
 // could not deliver.
 func callbackErrorReply(xid uint32) []byte {
-	rh := tcprpc.SystemErrReply(xid)
+	rh := oncrpc.SystemErrReply(xid)
 	e := xdr.NewEncoder(make([]byte, rh.EncodedLen()))
 	if rh.Encode(&e) != nil {
 		return nil
@@ -307,7 +308,7 @@ func (s *session) runBackchannel(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		xid, _, _ := tcprpc.PeekMsgType(msg)
+		xid, _, _ := oncrpc.PeekMsgType(msg)
 		err := s.rc.SendBackwardCall(ctx, [][]byte{msg}, true)
 		switch {
 		case err == nil:

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
@@ -349,8 +350,8 @@ func (s *session) writePing(rw *tcprpc.RecordWriter, buf []byte) error {
 	if prog == 0 {
 		prog, vers = ulb.ProgNFS, 3
 	}
-	h := tcprpc.CallHeader{XID: xid, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: 0,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: 0,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	e := xdr.NewEncoder(buf)
 	if err := h.Encode(&e); err != nil {
 		return fmt.Errorf("encode ping: %w", err)
@@ -388,7 +389,7 @@ func (s *session) failCall(pc *pendingCall, reason string, cause error) {
 	s.met.be.failed.WithLabelValues(reason).Inc()
 	s.log.Warn("backend reply cannot be carried; call answered SYSTEM_ERR", "peer", s.peer, "xid", pc.xid,
 		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", reason, "error", cause)
-	rh := tcprpc.SystemErrReply(pc.xid)
+	rh := oncrpc.SystemErrReply(pc.xid)
 	if err := s.replyWithHeader(pc.call, &rh); err != nil {
 		s.log.Debug("SYSTEM_ERR not sent", "peer", s.peer, "xid", pc.xid, "error", err)
 		s.drop(pc.call, "client_gone")
@@ -464,17 +465,13 @@ func (s *session) replyBroken(pc *pendingCall, done <-chan struct{}, err error) 
 	}
 }
 
-// maxReplyHeader is the longest RPC reply header: five words, a verifier
-// of at most 400 bytes, and a version range.
-const maxReplyHeader = 7*4 + 4 + tcprpc.MaxAuthBytes
-
 // writeCalls sends queued calls, each as one record with one vectored
 // write straight from the pieces the engine delivered (a WRITE payload
 // goes from the registered buffer its RDMA Read filled).
 func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 	rw := tcprpc.NewRecordWriter(conn, nil)
 	vec := make([][]byte, 0, 16)
-	var ping [maxCallHeader]byte
+	var ping [oncrpc.MaxCallHeader]byte
 	for {
 		select {
 		case <-s.wake:
@@ -547,7 +544,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 	timer.Stop()
 	lim := s.cfg.CarryLimits()
 	rb := replyBuilder{rr: rr, pool: s.pool, quota: s.replyQuota, localWait: &s.be.localWait, peekMax: peekMax, done: done, timer: timer, lim: &lim}
-	var rh tcprpc.ReplyHeader
+	var rh oncrpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {
 			if s.be.paused.Load() {
@@ -561,7 +558,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 			return fmt.Errorf("read reply: %w", err)
 		}
 		s.be.lastRecv.Store(time.Now().UnixNano())
-		head, err := rr.Peek(maxReplyHeader)
+		head, err := rr.Peek(oncrpc.MaxReplyHeader)
 		if err != nil && err != io.EOF {
 			if s.be.paused.Load() {
 				return errPaused
@@ -581,7 +578,7 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 		}
 		// The server's callbacks (NFSv4.1 backchannel) share the
 		// connection: a CALL goes to the client, not to a pending call.
-		if xid, mt, perr := tcprpc.PeekMsgType(head); perr == nil && mt == tcprpc.Call {
+		if xid, mt, perr := oncrpc.PeekMsgType(head); perr == nil && mt == oncrpc.Call {
 			if err := s.readBackchannelCall(rr, xid); err != nil {
 				return fmt.Errorf("read callback: %w", err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
@@ -29,7 +30,7 @@ type fakeBackend struct {
 	ln       net.Listener
 	accepted atomic.Int32
 	// handle answers one call on c; false closes the connection.
-	handle func(c net.Conn, h *tcprpc.CallHeader) bool
+	handle func(c net.Conn, h *oncrpc.CallHeader) bool
 	// mute: calls are read and answered only after mute is cleared (a
 	// hung server).
 	mute atomic.Bool
@@ -38,7 +39,7 @@ type fakeBackend struct {
 	conns []net.Conn
 }
 
-func startFakeBackend(t testing.TB, handle func(c net.Conn, h *tcprpc.CallHeader) bool) *fakeBackend {
+func startFakeBackend(t testing.TB, handle func(c net.Conn, h *oncrpc.CallHeader) bool) *fakeBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -83,7 +84,7 @@ func (fb *fakeBackend) conn(c net.Conn) {
 			return
 		}
 		buf = rec
-		var h tcprpc.CallHeader
+		var h oncrpc.CallHeader
 		if _, err := h.Decode(rec); err != nil {
 			continue
 		}
@@ -91,7 +92,7 @@ func (fb *fakeBackend) conn(c net.Conn) {
 			time.Sleep(5 * time.Millisecond) // hung: answers after waking up
 		}
 		if h.Proc == 0 {
-			if writeReply(c, tcprpc.AcceptedReply(h.XID, tcprpc.Success)) != nil {
+			if writeReply(c, oncrpc.AcceptedReply(h.XID, oncrpc.Success)) != nil {
 				return
 			}
 			continue
@@ -102,7 +103,7 @@ func (fb *fakeBackend) conn(c net.Conn) {
 	}
 }
 
-func writeReply(c net.Conn, rh tcprpc.ReplyHeader) error {
+func writeReply(c net.Conn, rh oncrpc.ReplyHeader) error {
 	b := make([]byte, rh.EncodedLen())
 	e := xdr.NewEncoder(b)
 	if err := rh.Encode(&e); err != nil {
@@ -124,12 +125,12 @@ func replyStart(c net.Conn, xid uint32, size uint32) error {
 
 // nfsRead3 sends an NFSv3 READ (the fake backend does not look at its
 // arguments) and returns the reply header.
-func nfsRead3(t *testing.T, c *rdmaClient, timeout time.Duration) (tcprpc.ReplyHeader, error) {
+func nfsRead3(t *testing.T, c *rdmaClient, timeout time.Duration) (oncrpc.ReplyHeader, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	args := new(enc).opaque(make([]byte, 8)).u64(0).u32(4096).b
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	rep, err := c.call(ctx, ulb.ProgNFS, 3, nfs3Read, args, nil, nil)
 	if err != nil {
 		return h, err
@@ -145,12 +146,12 @@ func null3(c *rdmaClient, timeout time.Duration) error {
 	return err
 }
 
-func wantSystemErr(t *testing.T, h tcprpc.ReplyHeader, err error) {
+func wantSystemErr(t *testing.T, h oncrpc.ReplyHeader, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("READ not answered: %v", err)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.SystemErr {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.SystemErr {
 		t.Fatalf("READ answered %+v, want SYSTEM_ERR", h)
 	}
 }
@@ -159,7 +160,7 @@ func wantSystemErr(t *testing.T, h tcprpc.ReplyHeader, err error) {
 // and not sent again; the connection is replaced once; the client and
 // its other calls carry on.
 func TestForwardBackendReplyTooLarge(t *testing.T) {
-	fb := startFakeBackend(t, func(c net.Conn, h *tcprpc.CallHeader) bool {
+	fb := startFakeBackend(t, func(c net.Conn, h *oncrpc.CallHeader) bool {
 		return replyStart(c, h.XID, 2<<20) == nil // 2 MiB > 1088 KiB
 	})
 	gw := startGateway(t, fb.addr(), nil)
@@ -187,7 +188,7 @@ func TestForwardBackendReplyTooLarge(t *testing.T) {
 // The server closes the connection inside the same call's reply every
 // time: the call is sent three times, then answered SYSTEM_ERR.
 func TestForwardBackendClosesInsideReply(t *testing.T) {
-	fb := startFakeBackend(t, func(c net.Conn, h *tcprpc.CallHeader) bool {
+	fb := startFakeBackend(t, func(c net.Conn, h *oncrpc.CallHeader) bool {
 		replyStart(c, h.XID, 1000)
 		return false
 	})
@@ -217,7 +218,7 @@ func TestForwardBackendClosesInsideReply(t *testing.T) {
 // (not at once, thousands of times a second) and gives up after
 // give_up_after although every dial succeeds.
 func TestForwardBackendGarbageBacksOffAndGivesUp(t *testing.T) {
-	fb := startFakeBackend(t, func(c net.Conn, h *tcprpc.CallHeader) bool {
+	fb := startFakeBackend(t, func(c net.Conn, h *oncrpc.CallHeader) bool {
 		c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		return true
 	})

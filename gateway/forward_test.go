@@ -13,8 +13,8 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
 
@@ -302,9 +302,9 @@ func TestForwardMalformedRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h tcprpc.ReplyHeader
-	if _, err := h.Decode(rep); err != nil || h.XID != xid || h.Stat != tcprpc.MsgDenied ||
-		h.RejectStat != tcprpc.RPCMismatch || h.Low != 2 || h.High != 2 {
+	var h oncrpc.ReplyHeader
+	if _, err := h.Decode(rep); err != nil || h.XID != xid || h.Stat != oncrpc.MsgDenied ||
+		h.RejectStat != oncrpc.RPCMismatch || h.Low != 2 || h.High != 2 {
 		t.Fatalf("reply to rpcvers 3: %+v, %v", h, err)
 	}
 

@@ -15,8 +15,8 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -268,24 +268,24 @@ func TestHardenBadRPCHeaderAnswered(t *testing.T) {
 	cases := []struct {
 		name   string
 		msg    []byte
-		check  func(h *tcprpc.ReplyHeader) bool
+		check  func(h *oncrpc.ReplyHeader) bool
 		reason string
 	}{
 		{"cred over 400 bytes", append(append(words(xid+1, 0, 2, ulb.ProgNFS, 3, 0), longAuth...), words(0, 0)...),
-			func(h *tcprpc.ReplyHeader) bool {
-				return h.Stat == tcprpc.MsgDenied && h.RejectStat == tcprpc.AuthError && h.AuthStat == tcprpc.AuthBadCred
+			func(h *oncrpc.ReplyHeader) bool {
+				return h.Stat == oncrpc.MsgDenied && h.RejectStat == oncrpc.AuthError && h.AuthStat == oncrpc.AuthBadCred
 			}, "bad_cred"},
 		{"verifier over 400 bytes", append(words(xid+2, 0, 2, ulb.ProgNFS, 3, 0, 0, 0), longAuth...),
-			func(h *tcprpc.ReplyHeader) bool {
-				return h.Stat == tcprpc.MsgDenied && h.RejectStat == tcprpc.AuthError && h.AuthStat == tcprpc.AuthBadVerf
+			func(h *oncrpc.ReplyHeader) bool {
+				return h.Stat == oncrpc.MsgDenied && h.RejectStat == oncrpc.AuthError && h.AuthStat == oncrpc.AuthBadVerf
 			}, "bad_verf"},
 		{"header cut short", words(xid+3, 0, 2, ulb.ProgNFS),
-			func(h *tcprpc.ReplyHeader) bool {
-				return h.Stat == tcprpc.MsgAccepted && h.AcceptStat == tcprpc.GarbageArgs
+			func(h *oncrpc.ReplyHeader) bool {
+				return h.Stat == oncrpc.MsgAccepted && h.AcceptStat == oncrpc.GarbageArgs
 			}, "garbage_header"},
 		{"cred cut short", words(xid+4, 0, 2, ulb.ProgNFS, 3, 0, 1, 64, 0),
-			func(h *tcprpc.ReplyHeader) bool {
-				return h.Stat == tcprpc.MsgDenied && h.RejectStat == tcprpc.AuthError && h.AuthStat == tcprpc.AuthBadCred
+			func(h *oncrpc.ReplyHeader) bool {
+				return h.Stat == oncrpc.MsgDenied && h.RejectStat == oncrpc.AuthError && h.AuthStat == oncrpc.AuthBadCred
 			}, "bad_cred"},
 	}
 	for _, tc := range cases {
@@ -296,7 +296,7 @@ func TestHardenBadRPCHeaderAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: no answer: %v", tc.name, err)
 		}
-		var h tcprpc.ReplyHeader
+		var h oncrpc.ReplyHeader
 		if _, err := h.Decode(rep); err != nil || h.XID != xid || !tc.check(&h) {
 			t.Errorf("%s: answer %+v (%v)", tc.name, h, err)
 		}

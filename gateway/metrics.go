@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -103,11 +103,11 @@ const (
 var replyStatusNames = [replyStatusCount]string{"success", "prog_unavail", "prog_mismatch",
 	"proc_unavail", "garbage_args", "system_err", "denied", "unparsable"}
 
-func replyStatusOf(h *tcprpc.ReplyHeader) replyStatus {
-	if h.Stat == tcprpc.MsgDenied {
+func replyStatusOf(h *oncrpc.ReplyHeader) replyStatus {
+	if h.Stat == oncrpc.MsgDenied {
 		return statusDenied
 	}
-	if h.AcceptStat <= tcprpc.SystemErr {
+	if h.AcceptStat <= oncrpc.SystemErr {
 		return replyStatus(h.AcceptStat)
 	}
 	return statusUnparsable

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -88,9 +88,9 @@ func TestForwardReconnectKeepsBackendForDRC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s sent again: %v", call.what, err)
 		}
-		var h tcprpc.ReplyHeader
+		var h oncrpc.ReplyHeader
 		hl, err := h.Decode(rep)
-		if err != nil || h.AcceptStat != tcprpc.Success {
+		if err != nil || h.AcceptStat != oncrpc.Success {
 			t.Fatalf("%s sent again: reply %+v, %v", call.what, h, err)
 		}
 		d := xdr.NewDecoder(rep[hl:])

@@ -113,7 +113,7 @@ func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
 	// precedes the first item (or with everything, when there is none).
 	skip := hdrLen
 	b.expectItems = walk
-	want := min(skip+walkPeekFirst, b.peekMax)
+	want := min(skip+ulb.FirstPeek, b.peekMax)
 	for walk {
 		p, err := b.rr.Peek(want)
 		if err != nil && err != io.EOF {
@@ -162,7 +162,7 @@ func (b *replyBuilder) fill(pc *pendingCall, hdrLen int, walk bool) error {
 			return err
 		}
 		skip = 0
-		want = min(walkPeekFirst, b.peekMax)
+		want = min(ulb.FirstPeek, b.peekMax)
 		if err := b.item(it.Length); err != nil {
 			return err
 		}
@@ -308,14 +308,8 @@ func (b *replyBuilder) dropCur() {
 	b.cur, b.used, b.curInMsg, b.open = nil, 0, false, -1
 }
 
-const (
-	// inlineFirstMax is the inline buffer taken while items may follow.
-	inlineFirstMax = 4096
-	// walkPeekFirst is the first look-ahead the walker gets: enough for
-	// the results before an NFSv3 READ's data or an NFSv4 SEQUENCE,
-	// PUTFH, READ header.
-	walkPeekFirst = 512
-)
+// inlineFirstMax is the inline buffer taken while items may follow.
+const inlineFirstMax = 4096
 
 // get takes a pool buffer, waiting while the pool or the connection's
 // reply share is exhausted (the backend then waits too: TCP

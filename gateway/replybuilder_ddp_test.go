@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -25,7 +26,7 @@ import (
 
 // callPlan sends one call with the given reply plan and returns the
 // reply as received (not spliced) and its Write chunk contents.
-func callPlan(t *testing.T, c *rdmaClient, prog, vers, proc uint32, args []byte, plan rdmarpc.ReplyPlan) (tcprpc.ReplyHeader, []byte, [][]byte) {
+func callPlan(t *testing.T, c *rdmaClient, prog, vers, proc uint32, args []byte, plan rdmarpc.ReplyPlan) (oncrpc.ReplyHeader, []byte, [][]byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -46,7 +47,7 @@ func callPlan(t *testing.T, c *rdmaClient, prog, vers, proc uint32, args []byte,
 		t.Fatalf("call: %v", err)
 	}
 	defer r.Release()
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	if _, err := h.Decode(r.Inline); err != nil {
 		t.Fatalf("reply header: %v", err)
 	}
@@ -57,9 +58,9 @@ func callPlan(t *testing.T, c *rdmaClient, prog, vers, proc uint32, args []byte,
 	return h, append([]byte(nil), r.Inline...), chunks
 }
 
-func wantDDPRefused(t *testing.T, gw *gateway.Forward, h tcprpc.ReplyHeader, c *rdmaClient) {
+func wantDDPRefused(t *testing.T, gw *gateway.Forward, h oncrpc.ReplyHeader, c *rdmaClient) {
 	t.Helper()
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.SystemErr {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.SystemErr {
 		t.Fatalf("answered %+v, want SYSTEM_ERR (the result may not go inline)", h)
 	}
 	if v := metric(t, gw.Metrics(), "rdmagw_backend_calls_failed_total", "reason", "ddp_impossible"); v != 1 {
@@ -91,7 +92,7 @@ func TestForwardDDPItemLargerThanPool(t *testing.T) {
 	fh = append([]byte(nil), fh...)
 	h, _, chunks := callPlan(t, c, ulb.ProgNFS, 3, nfs3Read, new(enc).opaque(fh).u64(0).u32(size).b,
 		rdmarpc.ReplyPlan{WriteChunks: []int{size}, ReplyChunk: size + 64<<10})
-	if h.AcceptStat == tcprpc.Success && len(chunks) == 1 && len(chunks[0]) == 0 {
+	if h.AcceptStat == oncrpc.Success && len(chunks) == 1 && len(chunks[0]) == 0 {
 		t.Fatalf("READ result of %d bytes sent inline although a Write chunk was offered", size)
 	}
 	wantDDPRefused(t, gw, h, c)
@@ -126,14 +127,14 @@ func TestForwardDDPNotWalkable(t *testing.T) {
 			u32(25).opaque(make([]byte, 16)).u64(0).u32(100).b, bigAttr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fb := startFakeBackend(t, func(conn net.Conn, h *tcprpc.CallHeader) bool {
+			fb := startFakeBackend(t, func(conn net.Conn, h *oncrpc.CallHeader) bool {
 				return tcprpc.NewRecordWriter(conn, nil).WriteRecord(tc.reply(h.XID), nil, nil) == nil
 			})
 			gw := startGateway(t, fb.addr(), nil)
 			c := dialRDMA(t, gw.Addr().String())
 			h, _, chunks := callPlan(t, c, ulb.ProgNFS, tc.vers, tc.proc, tc.args,
 				rdmarpc.ReplyPlan{WriteChunks: []int{100}, ReplyChunk: 64 << 10})
-			if h.AcceptStat == tcprpc.Success && len(chunks) == 1 && len(chunks[0]) == 0 {
+			if h.AcceptStat == oncrpc.Success && len(chunks) == 1 && len(chunks[0]) == 0 {
 				t.Fatalf("result sent inline although a Write chunk was offered")
 			}
 			wantDDPRefused(t, gw, h, c)

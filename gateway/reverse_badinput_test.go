@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
 
@@ -27,13 +28,13 @@ func TestReverseBadCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reply := func() tcprpc.ReplyHeader {
+	reply := func() oncrpc.ReplyHeader {
 		t.Helper()
 		b, err := rr.ReadRecord(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var h tcprpc.ReplyHeader
+		var h oncrpc.ReplyHeader
 		if _, err := h.Decode(b); err != nil {
 			t.Fatalf("reply %x: %v", b, err)
 		}
@@ -41,7 +42,7 @@ func TestReverseBadCalls(t *testing.T) {
 	}
 	// rpcvers 3: RPC_MISMATCH (2, 2).
 	send(0x1001, 0, 3, 100003, 3, 0, 0, 0, 0, 0)
-	if h := reply(); h.XID != 0x1001 || h.Stat != tcprpc.MsgDenied || h.RejectStat != tcprpc.RPCMismatch || h.Low != 2 || h.High != 2 {
+	if h := reply(); h.XID != 0x1001 || h.Stat != oncrpc.MsgDenied || h.RejectStat != oncrpc.RPCMismatch || h.Low != 2 || h.High != 2 {
 		t.Fatalf("rpcvers 3 answered %+v", h)
 	}
 	// A credential over 400 bytes: AUTH_BADCRED.
@@ -49,7 +50,7 @@ func TestReverseBadCalls(t *testing.T) {
 	if err := rw.WriteRecord(long, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if h := reply(); h.XID != 0x1002 || h.Stat != tcprpc.MsgDenied || h.RejectStat != tcprpc.AuthError || h.AuthStat != tcprpc.AuthBadCred {
+	if h := reply(); h.XID != 0x1002 || h.Stat != oncrpc.MsgDenied || h.RejectStat != oncrpc.AuthError || h.AuthStat != oncrpc.AuthBadCred {
 		t.Fatalf("long credential answered %+v", h)
 	}
 	// A reply (msg_type 1) to no callback and a 3-byte record: dropped,
@@ -59,7 +60,7 @@ func TestReverseBadCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(0x1004, 0, 2, 100003, 3, 0, 0, 0, 0, 0)
-	if h := reply(); h.XID != 0x1004 || h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+	if h := reply(); h.XID != 0x1004 || h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success {
 		t.Fatalf("NULL after the bad records answered %+v", h)
 	}
 	if n := metric(t, rev.Metrics(), "rdmagw_calls_dropped_total", "reason", "not_rpc"); n != 1 {

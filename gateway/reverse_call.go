@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -52,7 +53,7 @@ type revSlot struct {
 	rooms [ulb.MaxItems]int
 	res   rdmarpc.Result
 	vec   [][]byte
-	small [maxReplyHeader]byte // gateway-made replies
+	small [oncrpc.MaxReplyHeader]byte // gateway-made replies
 }
 
 // slotItem is one item body: it lies in buf, and in the stream right
@@ -97,24 +98,24 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 		return false, err
 	}
 	s.received = time.Now()
-	head, perr := rr.Peek(min(maxCallHeader, revPeekMax))
+	head, perr := rr.Peek(min(oncrpc.MaxCallHeader, revPeekMax))
 	if perr != nil && perr != io.EOF {
 		return false, perr
 	}
-	if xid, mt, err := tcprpc.PeekMsgType(head); err == nil && mt == tcprpc.Reply {
+	if xid, mt, err := oncrpc.PeekMsgType(head); err == nil && mt == oncrpc.Reply {
 		// The client's answer to a callback (reverse_backchannel.go).
 		return false, c.callbackReply(rr, xid)
 	}
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	hdrLen, herr := h.Decode(head)
 	if herr != nil {
 		return false, s.rejectHeader(head, &h, herr)
 	}
 	s.xid, s.prog, s.vers, s.proc, s.hdrLen = h.XID, h.Prog, h.Vers, h.Proc, hdrLen
-	wrapped, gerr := tcprpc.GSSBodyWrapped(h.Cred)
+	wrapped, gerr := oncrpc.GSSBodyWrapped(h.Cred)
 	s.ddp = !wrapped && gerr == nil
 	s.verifier = 0
-	if h.Cred.Flavor != tcprpc.AuthNone && h.Cred.Flavor != tcprpc.AuthSys {
+	if h.Cred.Flavor != oncrpc.AuthNone && h.Cred.Flavor != oncrpc.AuthSys {
 		s.verifier = ulb.MaxVerifierBody
 	}
 	s.stats = c.met.proc(h.Prog, h.Vers, h.Proc)
@@ -143,7 +144,7 @@ func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
 	s.nitems = 0
 	s.walked = s.ddp && s.walk.Reset(ulb.Call, s.prog, s.vers, s.proc) == nil
 	skip := s.hdrLen // bytes of the window walked, not yet copied
-	want := min(skip+walkPeekFirst, revPeekMax)
+	want := min(skip+ulb.FirstPeek, revPeekMax)
 	pool := s.c.r.pool
 	readChunks := 0 // items with a body: each is one Read chunk
 	for s.walked {
@@ -185,7 +186,7 @@ func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
 		if err := s.copyInline(rr, skip+it.Offset); err != nil {
 			return err
 		}
-		skip, want = 0, min(walkPeekFirst, revPeekMax)
+		skip, want = 0, min(ulb.FirstPeek, revPeekMax)
 		si := slotItem{at: len(s.scratch), n: it.Length}
 		if it.Length > 0 {
 			if si.buf, err = s.getBuffer(it.Length); err != nil {
@@ -326,19 +327,19 @@ func replyHeaderMax(writeChunks []int) int {
 // version other than 2 gets RPC_MISMATCH (RFC 5531 §9), a credential or
 // verifier over 400 bytes AUTH_BADCRED; anything else (garbage; replies
 // go to callbackReply) is dropped and counted. The rest of the record is skipped by the next read.
-func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) error {
+func (s *revSlot) rejectHeader(head []byte, h *oncrpc.CallHeader, err error) error {
 	c := s.c
-	var rh tcprpc.ReplyHeader
+	var rh oncrpc.ReplyHeader
 	switch {
 	case len(head) < 8:
 		c.met.callDropped("not_rpc")
 		c.met.callEvent("not_rpc", c.peer, 0)
 		return nil
-	case errors.Is(err, tcprpc.ErrBadRPCVersion):
-		rh = tcprpc.RPCMismatchReply(h.XID)
+	case errors.Is(err, oncrpc.ErrBadRPCVersion):
+		rh = oncrpc.RPCMismatchReply(h.XID)
 		c.met.systemErrs.WithLabelValues("rpc_mismatch").Inc()
-	case errors.Is(err, tcprpc.ErrAuthTooLong):
-		rh = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadCred)
+	case errors.Is(err, oncrpc.ErrAuthTooLong):
+		rh = oncrpc.AuthErrorReply(h.XID, oncrpc.AuthBadCred)
 		c.met.callDropped("bad_auth")
 	default:
 		c.met.callDropped("not_rpc")
@@ -346,7 +347,7 @@ func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) err
 		return nil
 	}
 	reason := "bad_auth"
-	if errors.Is(err, tcprpc.ErrBadRPCVersion) {
+	if errors.Is(err, oncrpc.ErrBadRPCVersion) {
 		reason = "rpc_mismatch"
 	}
 	c.met.callEvent(reason, c.peer, h.XID)
@@ -364,8 +365,8 @@ func (s *revSlot) rejectHeader(head []byte, h *tcprpc.CallHeader, err error) err
 func (s *revSlot) refuseTooLarge(rr *tcprpc.RecordReader, xid uint32, known bool, cause error) error {
 	c := s.c
 	if !known {
-		head, _ := rr.Peek(min(maxCallHeader, revPeekMax))
-		var h tcprpc.CallHeader
+		head, _ := rr.Peek(min(oncrpc.MaxCallHeader, revPeekMax))
+		var h oncrpc.CallHeader
 		if _, err := h.Decode(head); err != nil {
 			c.met.callDropped("not_rpc")
 			c.log.Info("oversize record is not an RPC call; skipped", "peer", c.peer, "error", cause)
@@ -375,12 +376,12 @@ func (s *revSlot) refuseTooLarge(rr *tcprpc.RecordReader, xid uint32, known bool
 	}
 	c.met.systemErrs.WithLabelValues("call_too_large").Inc()
 	c.log.Info("call larger than reverse.max_call_bytes answered GARBAGE_ARGS; record skipped", "peer", c.peer, "xid", xid, "error", cause)
-	rh := tcprpc.GarbageArgsReply(xid)
+	rh := oncrpc.GarbageArgsReply(xid)
 	return s.replyHeaderOnly(&rh)
 }
 
 // replyHeaderOnly sends a gateway-made reply of just a header.
-func (s *revSlot) replyHeaderOnly(rh *tcprpc.ReplyHeader) error {
+func (s *revSlot) replyHeaderOnly(rh *oncrpc.ReplyHeader) error {
 	e := xdr.NewEncoder(s.small[:])
 	if err := rh.Encode(&e); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // A gateway stands in for the server, so a client must see what the
@@ -94,7 +94,7 @@ func TestReverseChainOversizeWriteAnswered(t *testing.T) {
 	own := ganeshaFsinfo(t, ctx, ch, root)
 	for _, size := range []int{2 << 20, int(own.WTMax)} {
 		_, err := c.Write(ctx, fh, 0, nfstest.Pattern(size, 3), nfsproto.FileSync)
-		if st, ok := nfsclient.AcceptStat(err); !ok || st != tcprpc.GarbageArgs {
+		if st, ok := nfsclient.AcceptStat(err); !ok || st != oncrpc.GarbageArgs {
 			t.Fatalf("WRITE of %d bytes: %v, want GARBAGE_ARGS", size, err)
 		}
 		// The connection is still up: a WRITE the gateway carries works.

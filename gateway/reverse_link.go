@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -378,8 +378,8 @@ func (l *rdmaLink) ping(parent context.Context, conn *rdmarpc.RequesterConn) boo
 	// (started by install before it) can run at once.
 	var hdr [nullCallLen]byte
 	for range 4 { // a clash with a client XID in flight: take another
-		h := tcprpc.CallHeader{XID: l.nextXID(), RPCVers: tcprpc.RPCVersion, Prog: ulb.ProgNFS,
-			Vers: l.vers.Load(), Proc: 0, Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+		h := oncrpc.CallHeader{XID: l.nextXID(), RPCVers: oncrpc.RPCVersion, Prog: ulb.ProgNFS,
+			Vers: l.vers.Load(), Proc: 0, Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 		e := xdr.NewEncoder(hdr[:])
 		if err := h.Encode(&e); err != nil {
 			return false

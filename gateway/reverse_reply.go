@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
 
@@ -90,7 +90,7 @@ func (s *revSlot) callWithRetry() error {
 // (ulb.SpliceReply).
 func (s *revSlot) replyVec() (replyStatus, error) {
 	in := s.res.Inline
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(in)
 	if err != nil {
 		return statusUnparsable, err
@@ -158,7 +158,7 @@ func (s *revSlot) callFailed(err error) {
 func (s *revSlot) systemErr(reason string) {
 	c := s.c
 	c.met.systemErrs.WithLabelValues(reason).Inc()
-	rh := tcprpc.SystemErrReply(s.xid)
+	rh := oncrpc.SystemErrReply(s.xid)
 	if err := s.replyHeaderOnly(&rh); err != nil {
 		c.met.callDropped("client_gone")
 		return

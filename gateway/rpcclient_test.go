@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -43,8 +44,8 @@ var authSysRoot = func() []byte {
 
 // encodeCall returns an RPC call header for prog/vers/proc followed by args.
 func encodeCall(xid, prog, vers, proc uint32, args []byte) []byte {
-	h := tcprpc.CallHeader{XID: xid, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
-		Cred: tcprpc.OpaqueAuth{Flavor: tcprpc.AuthSys, Body: authSysRoot}, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
+		Cred: oncrpc.OpaqueAuth{Flavor: oncrpc.AuthSys, Body: authSysRoot}, Verf: oncrpc.NullAuth}
 	b := make([]byte, h.EncodedLen()+len(args))
 	e := xdr.NewEncoder(b)
 	if err := h.Encode(&e); err != nil {
@@ -198,12 +199,12 @@ func (c *rdmaClient) call(ctx context.Context, prog, vers, proc uint32, args []b
 // walker finds each item's length word; when its Write chunk holds the
 // body, the body (and its pad) go after the length word.
 func spliceReply(inline []byte, chunks [][]byte, prog, vers, proc uint32) ([]byte, error) {
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(inline)
 	if err != nil {
 		return nil, fmt.Errorf("reply header: %w", err)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success || !ulb.Supported(prog, vers) {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success || !ulb.Supported(prog, vers) {
 		return append([]byte(nil), inline...), nil
 	}
 	out := append([]byte(nil), inline[:n]...)
@@ -259,12 +260,12 @@ func tcpCall(t testing.TB, addr string, prog, vers, proc uint32, args []byte) []
 // its results.
 func results(t testing.TB, reply []byte) *xdr.Decoder {
 	t.Helper()
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(reply)
 	if err != nil {
 		t.Fatalf("reply header: %v", err)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success {
 		t.Fatalf("reply not SUCCESS: %+v", h)
 	}
 	d := xdr.NewDecoder(reply[n:])

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -41,7 +41,7 @@ type session struct {
 	// hdrScratch gathers a call's RPC header when it is split across
 	// pieces (ServeCall runs on the engine's one goroutine, so one buffer
 	// serves).
-	hdrScratch [maxCallHeader]byte
+	hdrScratch [oncrpc.MaxCallHeader]byte
 
 	giveUp bool // the backend stayed unreachable: the client was disconnected
 
@@ -51,10 +51,6 @@ type session struct {
 	dialer *backendDialer // the backend connection's addresses, for the live view
 	be     beState        // backend connection health (backend.go)
 }
-
-// maxCallHeader is the longest RPC call header: six words and two opaque
-// auths of at most 400 bytes.
-const maxCallHeader = 6*4 + 2*(8+tcprpc.MaxAuthBytes)
 
 func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *Metrics, pool *rdmarpc.Pool) *session {
 	s := &session{
@@ -77,7 +73,7 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *M
 func (s *session) ServeCall(call *rdmarpc.Call) {
 	now := time.Now()
 	s.met.creditsInUse.Inc()
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	hdr := s.callHeaderBytes(&call.Msg)
 	if _, err := h.Decode(hdr); err != nil {
 		s.rejectCall(call, &h, err)
@@ -86,7 +82,7 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 	pc := s.getPending()
 	pc.call, pc.xid, pc.received = call, h.XID, now
 	pc.prog, pc.vers, pc.proc = h.Prog, h.Vers, h.Proc
-	wrapped, gerr := tcprpc.GSSBodyWrapped(h.Cred)
+	wrapped, gerr := oncrpc.GSSBodyWrapped(h.Cred)
 	pc.ddp = !wrapped && gerr == nil
 	pc.stats = s.met.proc(h.Prog, h.Vers, h.Proc)
 	pc.stats.calls.Inc()
@@ -134,7 +130,7 @@ func (s *session) callHeaderBytes(m *rdmarpc.Message) []byte {
 	if len(m.Pieces) == 0 {
 		return nil
 	}
-	if first := m.Pieces[0].Data; len(first) >= maxCallHeader || len(m.Pieces) == 1 {
+	if first := m.Pieces[0].Data; len(first) >= oncrpc.MaxCallHeader || len(m.Pieces) == 1 {
 		return first
 	}
 	n := 0
@@ -155,23 +151,23 @@ func (s *session) callHeaderBytes(m *rdmarpc.Message) []byte {
 // message that is not a call at all (msg_type REPLY or unknown) is
 // dropped: it asks for no reply. If the answer itself cannot be sent
 // the engine closes the connection.
-func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error) {
-	var rh tcprpc.ReplyHeader
-	var he *tcprpc.HeaderError
+func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error) {
+	var rh oncrpc.ReplyHeader
+	var he *oncrpc.HeaderError
 	reason := ""
 	switch {
-	case errors.Is(err, tcprpc.ErrBadRPCVersion):
-		rh, reason = tcprpc.RPCMismatchReply(h.XID), "rpc_mismatch"
+	case errors.Is(err, oncrpc.ErrBadRPCVersion):
+		rh, reason = oncrpc.RPCMismatchReply(h.XID), "rpc_mismatch"
 	case errors.As(err, &he) && he.Field == "cred":
-		rh, reason = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadCred), "bad_cred"
+		rh, reason = oncrpc.AuthErrorReply(h.XID, oncrpc.AuthBadCred), "bad_cred"
 	case errors.As(err, &he) && he.Field == "verf":
-		rh, reason = tcprpc.AuthErrorReply(h.XID, tcprpc.AuthBadVerf), "bad_verf"
-	case errors.Is(err, tcprpc.ErrNotCall), errors.Is(err, tcprpc.ErrBadMsgType),
+		rh, reason = oncrpc.AuthErrorReply(h.XID, oncrpc.AuthBadVerf), "bad_verf"
+	case errors.Is(err, oncrpc.ErrNotCall), errors.Is(err, oncrpc.ErrBadMsgType),
 		he != nil && (he.Field == "xid" || he.Field == "msg_type"):
 		s.drop(call, "not_rpc") // logs the client event
 		return
 	default:
-		rh, reason = tcprpc.GarbageArgsReply(h.XID), "garbage_header"
+		rh, reason = oncrpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
 	s.met.callEvent(reason, s.peer, h.XID, "error", err) // logging.go
 	// Counted before the answer goes out, so a client holding the answer
@@ -183,7 +179,7 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *tcprpc.CallHeader, err error
 }
 
 // replyWithHeader answers call with a gateway-made reply of just a header.
-func (s *session) replyWithHeader(call *rdmarpc.Call, rh *tcprpc.ReplyHeader) error {
+func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) error {
 	buf, err := s.pool.Get(rh.EncodedLen())
 	if err != nil {
 		// No memory for a few bytes of answer: the answer cannot be

@@ -1,6 +1,15 @@
-// Package tcprpc implements ONC RPC over TCP as RFC 5531 defines it: the
-// record marking that frames RPC messages on a byte stream (§11) and the
-// call and reply message headers (§9).
+// Package tcprpc implements the transport of ONC RPC over TCP as RFC 5531
+// defines it: the record marking that frames RPC messages on a byte stream
+// (§11). The messages themselves (call and reply headers, §9) are package
+// oncrpc's.
+//
+// # Files
+//
+//	fragment.go          the fragment header word
+//	recordreader.go      RecordReader: records apart, Peek, direct payload reads
+//	recordwriter.go      RecordWriter: one record as one vectored write
+//	recordwriter_vec.go  WriteRecordv: a record from any number of pieces
+//	errors.go            FrameError and its sentinels
 //
 // # Record marking
 //
@@ -26,16 +35,6 @@
 // memory), so bulk data is copied once, by the kernel. The writer sends
 // fragment header, head, payload and tail with one vectored write
 // (writev on a *net.TCPConn) and never copies the payload.
-//
-// # Message headers
-//
-// CallHeader and ReplyHeader decode from and encode to caller-owned
-// buffers through package xdr. Credentials and verifiers stay opaque
-// (sub-slices of the input), so a decode allocates nothing. Decode returns
-// the header's length, which is where the procedure's arguments or results
-// begin. GSSCred parses an RPCSEC_GSS credential far enough to tell whether
-// the call body is wrapped (integrity or privacy), since a wrapped body
-// must not have its payloads moved by Direct Data Placement.
 //
 // Nothing here is safe for concurrent use unless a comment says so: one
 // goroutine reads a connection, and writes to it are serialised by the

@@ -78,6 +78,13 @@ type Step struct {
 	Item Item
 }
 
+// FirstPeek is how many bytes of arguments or results a caller streaming
+// a message should hand a Walker first: enough for the results before an
+// NFSv3 READ's data or an NFSv4 SEQUENCE, PUTFH, READ reply, so the usual
+// message is walked in one step. It is a starting size, not a bound: the
+// walker asks for more with StepNeedMore.
+const FirstPeek = 512
+
 // Errors returned by walkers. Test with errors.Is.
 var (
 	// ErrGarbage: the bytes do not decode as the procedure's arguments or

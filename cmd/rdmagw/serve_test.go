@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -133,8 +133,8 @@ func freeLoopbackPort(t *testing.T) int {
 // mount.nfs does) for the port of prog/vers over TCP.
 func pmapGetport(t *testing.T, addr string, prog, vers uint32) uint32 {
 	t.Helper()
-	h := tcprpc.CallHeader{XID: 0x5e7e, RPCVers: tcprpc.RPCVersion, Prog: 100000, Vers: 2, Proc: 3,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: 0x5e7e, RPCVers: oncrpc.RPCVersion, Prog: 100000, Vers: 2, Proc: 3,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	b := make([]byte, h.EncodedLen()+16)
 	e := xdr.NewEncoder(b)
 	if err := h.Encode(&e); err != nil {
@@ -158,12 +158,12 @@ func pmapGetport(t *testing.T, addr string, prog, vers uint32) uint32 {
 		if err != nil {
 			continue
 		}
-		var rh tcprpc.ReplyHeader
+		var rh oncrpc.ReplyHeader
 		off, err := rh.Decode(buf[:n])
 		if err != nil || rh.XID != h.XID {
 			t.Fatalf("GETPORT reply: %v (xid %#x)", err, rh.XID)
 		}
-		if rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.Success || n-off != 4 {
+		if rh.Stat != oncrpc.MsgAccepted || rh.AcceptStat != oncrpc.Success || n-off != 4 {
 			t.Fatalf("GETPORT reply: stat %d accept %d, %d result bytes", rh.Stat, rh.AcceptStat, n-off)
 		}
 		return binary.BigEndian.Uint32(buf[off:])

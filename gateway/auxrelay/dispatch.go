@@ -5,36 +5,36 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // handleMessage takes one RPC message from any socket: replies go back to
 // the caller they belong to, calls are answered or forwarded.
 func (r *Relay) handleMessage(msg []byte, in *inbound) {
-	xid, mt, err := tcprpc.PeekMsgType(msg)
+	xid, mt, err := oncrpc.PeekMsgType(msg)
 	if err != nil {
 		r.m.Event(eventGarbageArgs)
 		r.log.Debug("undecodable message dropped", "peer", in.remote.String(), "error", err)
 		return
 	}
-	if mt == tcprpc.Reply {
+	if mt == oncrpc.Reply {
 		r.handleReply(msg, xid, in)
 		return
 	}
 	if in.sink == nil { // a call on the outbound UDP socket has its sink set by the reader
 		return
 	}
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	n, err := h.Decode(msg)
 	if err != nil {
-		if errors.Is(err, tcprpc.ErrBadRPCVersion) {
+		if errors.Is(err, oncrpc.ErrBadRPCVersion) {
 			r.m.Event(eventRPCMismatch)
-			r.reply(in, tcprpc.RPCMismatchReply(xid), nil)
+			r.reply(in, oncrpc.RPCMismatchReply(xid), nil)
 			return
 		}
 		r.m.Event(eventGarbageArgs)
 		r.log.Debug("malformed call header", "peer", in.remote.String(), "error", err)
-		r.reply(in, tcprpc.GarbageArgsReply(xid), nil)
+		r.reply(in, oncrpc.GarbageArgsReply(xid), nil)
 		return
 	}
 	args := msg[n:]
@@ -44,7 +44,7 @@ func (r *Relay) handleMessage(msg []byte, in *inbound) {
 	case progMount, progNLM, progNSM:
 		if ok, lo, hi := versionOK(h.Prog, h.Vers); !ok {
 			r.m.Event(eventProgMismatch)
-			r.reply(in, tcprpc.ProgMismatchReply(xid, lo, hi), nil)
+			r.reply(in, oncrpc.ProgMismatchReply(xid, lo, hi), nil)
 			return
 		}
 		switch h.Prog {
@@ -58,31 +58,31 @@ func (r *Relay) handleMessage(msg []byte, in *inbound) {
 	default:
 		r.m.Event(eventProgUnavail)
 		r.log.Debug("call for a program not relayed", "peer", in.remote.String(), "program", h.Prog)
-		r.reply(in, tcprpc.ProgUnavailReply(xid), nil)
+		r.reply(in, oncrpc.ProgUnavailReply(xid), nil)
 	}
 }
 
 // reply sends the relay's own reply to in.
-func (r *Relay) reply(in *inbound, h tcprpc.ReplyHeader, results []byte) {
+func (r *Relay) reply(in *inbound, h oncrpc.ReplyHeader, results []byte) {
 	if err := in.sink.sendReply(replyMsg(h, results)); err != nil {
 		r.m.Event(eventSendError)
 		r.log.Debug("reply failed", "peer", in.sink.id(), "error", err)
 	}
 }
 
-func (r *Relay) serveRPCBind(h *tcprpc.CallHeader, args []byte, in *inbound) {
+func (r *Relay) serveRPCBind(h *oncrpc.CallHeader, args []byte, in *inbound) {
 	if h.Vers < 2 || h.Vers > 4 {
 		r.m.Event(eventProgMismatch)
-		r.reply(in, tcprpc.ProgMismatchReply(h.XID, 2, 4), nil)
+		r.reply(in, oncrpc.ProgMismatchReply(h.XID, 2, 4), nil)
 		return
 	}
 	r.m.Call(h.Prog, h.Vers, h.Proc, "local")
 	stat, res := r.table.serve(h, args, in.netid(), in.local)
-	if stat == tcprpc.GarbageArgs {
+	if stat == oncrpc.GarbageArgs {
 		r.m.Event(eventGarbageArgs)
 	}
 	r.log.Trace("rpcbind", "peer", in.remote.String(), "procedure", procLabel(h.Prog, h.Vers, h.Proc), "version", h.Vers, "stat", stat)
-	r.reply(in, tcprpc.AcceptedReply(h.XID, stat), res)
+	r.reply(in, oncrpc.AcceptedReply(h.XID, stat), res)
 }
 
 // handleReply returns a reply to the caller of the call it answers.
@@ -123,7 +123,7 @@ func (r *Relay) filerNetwork(transport string) string {
 
 // forwardToFiler sends a client's call (msg, possibly rewritten) to the
 // filer under a relay XID.
-func (r *Relay) forwardToFiler(msg []byte, h *tcprpc.CallHeader, in *inbound) {
+func (r *Relay) forwardToFiler(msg []byte, h *oncrpc.CallHeader, in *inbound) {
 	network := r.filerNetwork(in.transport)
 	ip := r.filerIPs[0]
 	port, err := r.filerPort(ip, h.Prog, h.Vers, network)
@@ -131,9 +131,9 @@ func (r *Relay) forwardToFiler(msg []byte, h *tcprpc.CallHeader, in *inbound) {
 		r.m.Event(eventFilerUnreachable)
 		r.log.Warn("filer port unknown", "program", progLabel(h.Prog), "version", h.Vers, "transport", network, "error", err)
 		if errors.Is(err, errNotRegistered) {
-			r.reply(in, tcprpc.ProgUnavailReply(h.XID), nil)
+			r.reply(in, oncrpc.ProgUnavailReply(h.XID), nil)
 		} else {
-			r.reply(in, tcprpc.SystemErrReply(h.XID), nil)
+			r.reply(in, oncrpc.SystemErrReply(h.XID), nil)
 		}
 		return
 	}
@@ -142,13 +142,13 @@ func (r *Relay) forwardToFiler(msg []byte, h *tcprpc.CallHeader, in *inbound) {
 		r.m.Event(eventFilerUnreachable)
 		r.ports.forget(portKey{ip, h.Prog, h.Vers, network}) // the filer may have restarted elsewhere
 		r.log.Warn("cannot reach the filer", "program", progLabel(h.Prog), "dest", dest.String(), "transport", network, "error", err)
-		r.reply(in, tcprpc.SystemErrReply(h.XID), nil)
+		r.reply(in, oncrpc.SystemErrReply(h.XID), nil)
 	}
 }
 
 // forwardToClient sends a filer's call to a client's program port, found
 // through the client's rpcbind. It reports whether the call went out.
-func (r *Relay) forwardToClient(msg []byte, h *tcprpc.CallHeader, in *inbound, client netip.Addr) bool {
+func (r *Relay) forwardToClient(msg []byte, h *oncrpc.CallHeader, in *inbound, client netip.Addr) bool {
 	network := in.transport
 	port, err := r.clientPort(client, h.Prog, h.Vers, network)
 	if err == nil {
@@ -167,7 +167,7 @@ func (r *Relay) forwardToClient(msg []byte, h *tcprpc.CallHeader, in *inbound, c
 // forward records the call as pending and sends it to dest with a relay
 // XID. A retransmission of a call still pending is resent under the same
 // relay XID.
-func (r *Relay) forward(msg []byte, h *tcprpc.CallHeader, in *inbound, network, role, direction string, dest netip.AddrPort) error {
+func (r *Relay) forward(msg []byte, h *oncrpc.CallHeader, in *inbound, network, role, direction string, dest netip.AddrPort) error {
 	pc := &pendingCall{sink: in.sink, origXID: h.XID, prog: h.Prog, vers: h.Vers, proc: h.Proc,
 		direction: direction, dest: dest.String(), started: time.Now()}
 	xid, retrans := r.pending.add(pc)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
 
@@ -20,7 +21,7 @@ type fakePeer struct {
 }
 
 type recvCall struct {
-	h         tcprpc.CallHeader
+	h         oncrpc.CallHeader
 	args      []byte
 	transport string
 	from      netip.AddrPort
@@ -53,7 +54,7 @@ func startFakePeer(t *testing.T, ip string, port int, handle func(c recvCall) []
 		wg.Wait()
 	})
 	answer := func(msg []byte, transport string, from netip.AddrPort) []byte {
-		var h tcprpc.CallHeader
+		var h oncrpc.CallHeader
 		n, err := h.Decode(msg)
 		if err != nil {
 			return nil

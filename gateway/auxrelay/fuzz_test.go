@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // Every decoder of peer input is fuzzed: NLM arguments (all versions and
@@ -55,7 +55,7 @@ func FuzzRPCBindResponder(f *testing.F) {
 	t := &rpcbTable{now: time.Now, advertise: netip.MustParseAddr("192.0.2.1"), entries: []rpcbEntry{
 		{progMount, 3, "tcp", 635}, {progNLM, 4, "udp", 4045}, {progNFS, 3, "rdma", 20049}, {progNSM, 1, "tcp6", 662}}}
 	f.Fuzz(func(_ *testing.T, vers, proc uint32, args []byte) {
-		h := tcprpc.CallHeader{Prog: progRPCBind, Vers: vers%3 + 2, Proc: proc}
+		h := oncrpc.CallHeader{Prog: progRPCBind, Vers: vers%3 + 2, Proc: proc}
 		t.serve(&h, args, "tcp", netip.MustParseAddr("127.0.0.1"))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -26,8 +27,8 @@ func pmapGetPort(ctx context.Context, network string, server netip.AddrPort, loc
 	}
 	var w xdrWriter
 	xid := uint32(time.Now().UnixNano())
-	h := tcprpc.CallHeader{XID: xid, RPCVers: tcprpc.RPCVersion, Prog: progRPCBind, Vers: 2, Proc: 3,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: oncrpc.RPCVersion, Prog: progRPCBind, Vers: 2, Proc: 3,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	call := make([]byte, h.EncodedLen())
 	e := xdr.NewEncoder(call)
 	_ = h.Encode(&e)
@@ -100,7 +101,7 @@ func udpExchange(ctx context.Context, conn net.Conn, call []byte, xid uint32) ([
 }
 
 func parseGetPortReply(reply []byte, xid uint32) (int, error) {
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(reply)
 	if err != nil {
 		return 0, err
@@ -108,7 +109,7 @@ func parseGetPortReply(reply []byte, xid uint32) (int, error) {
 	if h.XID != xid {
 		return 0, fmt.Errorf("rpcbind reply xid %#x, want %#x", h.XID, xid)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success {
 		return 0, fmt.Errorf("rpcbind GETPORT refused (reply_stat %d, accept_stat %d)", h.Stat, h.AcceptStat)
 	}
 	d := xdr.NewDecoder(reply[n:])

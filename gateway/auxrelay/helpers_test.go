@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/internal/nfstest/ganesha"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -54,18 +55,18 @@ func dialRPC(t *testing.T, network, localIP string, addr netip.AddrPort) *rpcCli
 }
 
 // authSys is an AUTH_SYS credential for uid/gid 0.
-func authSys() tcprpc.OpaqueAuth {
+func authSys() oncrpc.OpaqueAuth {
 	var w xdrWriter
 	w.u32(uint32(time.Now().Unix()))
 	w.str("auxrelay-test")
 	w.u32(0)
 	w.u32(0)
 	w.u32(0)
-	return tcprpc.OpaqueAuth{Flavor: tcprpc.AuthSys, Body: w.b}
+	return oncrpc.OpaqueAuth{Flavor: oncrpc.AuthSys, Body: w.b}
 }
 
 func buildCall(xid, prog, vers, proc uint32, args []byte) []byte {
-	h := tcprpc.CallHeader{XID: xid, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc, Cred: authSys(), Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc, Cred: authSys(), Verf: oncrpc.NullAuth}
 	b := make([]byte, h.EncodedLen())
 	e := xdr.NewEncoder(b)
 	if err := h.Encode(&e); err != nil {
@@ -111,11 +112,11 @@ func (c *rpcClient) raw(t *testing.T, msg []byte) []byte {
 }
 
 // call makes one call and returns the reply header and results.
-func (c *rpcClient) call(t *testing.T, prog, vers, proc uint32, args []byte) (tcprpc.ReplyHeader, []byte) {
+func (c *rpcClient) call(t *testing.T, prog, vers, proc uint32, args []byte) (oncrpc.ReplyHeader, []byte) {
 	t.Helper()
 	c.xid++
 	reply := c.raw(t, buildCall(c.xid, prog, vers, proc, args))
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(reply)
 	if err != nil {
 		t.Fatalf("decode reply: %v", err)
@@ -130,7 +131,7 @@ func (c *rpcClient) call(t *testing.T, prog, vers, proc uint32, args []byte) (tc
 func (c *rpcClient) mustSucceed(t *testing.T, prog, vers, proc uint32, args []byte) []byte {
 	t.Helper()
 	h, res := c.call(t, prog, vers, proc, args)
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success {
 		t.Fatalf("%s %s: reply stat %d accept %d", progLabel(prog), procLabel(prog, vers, proc), h.Stat, h.AcceptStat)
 	}
 	return res

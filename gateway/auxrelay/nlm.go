@@ -4,18 +4,18 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // handleNLM relays an NLM call: the filer's calls to clients (GRANTED,
 // *_RES) go to the client that owns the lock or cookie; everything else
 // goes to the filer, after the relay has noted who owns what.
-func (r *Relay) handleNLM(msg []byte, h *tcprpc.CallHeader, argOff int, in *inbound) {
+func (r *Relay) handleNLM(msg []byte, h *oncrpc.CallHeader, argOff int, in *inbound) {
 	a, err := decodeNLMArgs(h.Vers, h.Proc, msg[argOff:], argOff)
 	if err != nil {
 		r.m.Event(eventGarbageArgs)
 		r.log.Debug("undecodable NLM arguments", "peer", in.remote.String(), "procedure", procLabel(h.Prog, h.Vers, h.Proc), "error", err)
-		r.reply(in, tcprpc.GarbageArgsReply(h.XID), nil)
+		r.reply(in, oncrpc.GarbageArgsReply(h.XID), nil)
 		return
 	}
 	if nlmServerToClient(h.Proc) && r.isFiler(in.remote.Addr()) {
@@ -47,7 +47,7 @@ func (r *Relay) handleNLM(msg []byte, h *tcprpc.CallHeader, argOff int, in *inbo
 }
 
 // nlmCallback routes one of the filer's NLM calls to its client.
-func (r *Relay) nlmCallback(msg []byte, h *tcprpc.CallHeader, a *nlmArgs, in *inbound) {
+func (r *Relay) nlmCallback(msg []byte, h *oncrpc.CallHeader, a *nlmArgs, in *inbound) {
 	switch h.Proc {
 	case nlmGranted, nlmGrantedMsg:
 		route, ok := r.routes.lookupLock(&a.Lock, r.cfg.NLMCallerName == "")
@@ -83,15 +83,15 @@ const nlm4Denied = 1
 // than holding it for a client that never hears of it, what a client with
 // no matching blocked request answers too); the one-way procedures get
 // their void reply.
-func (r *Relay) unroutable(h *tcprpc.CallHeader, a *nlmArgs, in *inbound) {
+func (r *Relay) unroutable(h *oncrpc.CallHeader, a *nlmArgs, in *inbound) {
 	r.m.Event(eventUnroutable)
 	r.log.Warn("NLM callback from the filer matches no client", "procedure", procLabel(h.Prog, h.Vers, h.Proc),
 		"caller_name", string(a.Lock.CallerName), "svid", a.Lock.Svid)
 	if h.Proc == nlmGranted {
 		res := xdrOpaque(a.Cookie)
 		res = binary.BigEndian.AppendUint32(res, nlm4Denied)
-		r.reply(in, tcprpc.AcceptedReply(h.XID, tcprpc.Success), res)
+		r.reply(in, oncrpc.AcceptedReply(h.XID, oncrpc.Success), res)
 		return
 	}
-	r.reply(in, tcprpc.AcceptedReply(h.XID, tcprpc.Success), nil)
+	r.reply(in, oncrpc.AcceptedReply(h.XID, oncrpc.Success), nil)
 }

@@ -3,23 +3,23 @@ package auxrelay
 import (
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
 // handleNSM relays NSM: SM_NOTIFY from the filer (it rebooted) is
 // answered here and fanned out to every client that used NLM or NSM
 // through the relay; every other call goes to the filer's statd.
-func (r *Relay) handleNSM(msg []byte, h *tcprpc.CallHeader, argOff int, in *inbound) {
+func (r *Relay) handleNSM(msg []byte, h *oncrpc.CallHeader, argOff int, in *inbound) {
 	if h.Proc == nsmNotify && r.isFiler(in.remote.Addr()) {
 		n, err := decodeSMNotify(msg[argOff:])
 		if err != nil {
 			r.m.Event(eventGarbageArgs)
-			r.reply(in, tcprpc.GarbageArgsReply(h.XID), nil)
+			r.reply(in, oncrpc.GarbageArgsReply(h.XID), nil)
 			return
 		}
 		r.m.Call(h.Prog, h.Vers, h.Proc, "local")
-		r.reply(in, tcprpc.AcceptedReply(h.XID, tcprpc.Success), nil)
+		r.reply(in, oncrpc.AcceptedReply(h.XID, oncrpc.Success), nil)
 		r.log.Info("filer rebooted (SM_NOTIFY); notifying clients", "mon_name", string(n.MonName), "state", n.State)
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); r.fanOutNotify(n.State) }()
@@ -48,8 +48,8 @@ func (r *Relay) fanOutNotify(state int32) {
 	}
 	for i, client := range r.routes.knownClients() {
 		n := smNotify{MonName: []byte(mon), State: state}
-		h := tcprpc.CallHeader{RPCVers: tcprpc.RPCVersion, Prog: progNSM, Vers: 1, Proc: nsmNotify,
-			Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+		h := oncrpc.CallHeader{RPCVers: oncrpc.RPCVersion, Prog: progNSM, Vers: 1, Proc: nsmNotify,
+			Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 		call := make([]byte, h.EncodedLen())
 		e := xdr.NewEncoder(call)
 		_ = h.Encode(&e)

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // The rpcbind responder: PMAP v2 and RPCBIND v3/v4 answered from a fixed
@@ -53,14 +53,14 @@ func (t *rpcbTable) lookup(prog, vers uint32, netid string, anyVers bool) (rpcbE
 // serve answers one rpcbind call; local is the address the call arrived
 // on, netid its transport ("tcp", "udp6", ...). It returns the accept
 // status and, for SUCCESS, the results.
-func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local netip.Addr) (tcprpc.AcceptStat, []byte) {
+func (t *rpcbTable) serve(h *oncrpc.CallHeader, args []byte, netid string, local netip.Addr) (oncrpc.AcceptStat, []byte) {
 	var w xdrWriter
 	host := t.advertise
 	if !host.IsValid() || host.IsUnspecified() {
 		host = local
 	}
 	if h.Proc == 0 { // NULL
-		return tcprpc.Success, nil
+		return oncrpc.Success, nil
 	}
 	if h.Vers == 2 {
 		switch h.Proc {
@@ -69,7 +69,7 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 		case 3: // GETPORT
 			m, err := decodePmapMapping(args)
 			if err != nil {
-				return tcprpc.GarbageArgs, nil
+				return oncrpc.GarbageArgs, nil
 			}
 			port := 0
 			for _, nid := range pmapNetids(m.Prot, netid) {
@@ -93,20 +93,20 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 			}
 			w.u32(0)
 		default:
-			return tcprpc.ProcUnavail, nil
+			return oncrpc.ProcUnavail, nil
 		}
-		return tcprpc.Success, w.b
+		return oncrpc.Success, w.b
 	}
 	switch h.Proc {
 	case 1, 2: // SET, UNSET
 		w.u32(0)
 	case 3, 9: // GETADDR, GETVERSADDR (v4)
 		if h.Proc == 9 && h.Vers != 4 {
-			return tcprpc.ProcUnavail, nil
+			return oncrpc.ProcUnavail, nil
 		}
 		r, err := decodeRPCB(args)
 		if err != nil {
-			return tcprpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs, nil
 		}
 		nid := r.Netid
 		if nid == "" {
@@ -136,7 +136,7 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 		d := newArgDecoder(args)
 		s, err := d.String(maxRPCBString)
 		if err != nil {
-			return tcprpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs, nil
 		}
 		ap, err := parseUaddr(string(s))
 		if err != nil {
@@ -150,11 +150,11 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 	case 8: // TADDR2UADDR
 		d := newArgDecoder(args)
 		if _, err := d.Uint32(); err != nil { // maxlen
-			return tcprpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs, nil
 		}
 		b, err := d.Opaque(maxRPCBString)
 		if err != nil {
-			return tcprpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs, nil
 		}
 		ap, err := parseTaddr(b)
 		if err != nil {
@@ -164,11 +164,11 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 		w.str(uaddr(ap.Addr(), int(ap.Port())))
 	case 11: // GETADDRLIST (v4)
 		if h.Vers != 4 {
-			return tcprpc.ProcUnavail, nil
+			return oncrpc.ProcUnavail, nil
 		}
 		r, err := decodeRPCB(args)
 		if err != nil {
-			return tcprpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs, nil
 		}
 		for _, e := range t.entries {
 			if e.Prog != r.Prog || e.Vers != r.Vers || !host.IsValid() {
@@ -195,9 +195,9 @@ func (t *rpcbTable) serve(h *tcprpc.CallHeader, args []byte, netid string, local
 		}
 		w.u32(0)
 	default: // CALLIT/BCAST, INDIRECT, GETSTAT and anything unknown
-		return tcprpc.ProcUnavail, nil
+		return oncrpc.ProcUnavail, nil
 	}
-	return tcprpc.Success, w.b
+	return oncrpc.Success, w.b
 }
 
 // pmapNetids are the netids a PMAP v2 query for prot may mean: the IPv4

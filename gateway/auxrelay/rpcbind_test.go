@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -109,11 +109,11 @@ func TestRPCBindUaddrTaddr(t *testing.T) {
 		t.Errorf("uaddr round trip = %q", s)
 	}
 	h, _ := c.call(t, progRPCBind, 4, 5, nil) // CALLIT/BCAST: not served
-	if h.AcceptStat != tcprpc.ProcUnavail {
+	if h.AcceptStat != oncrpc.ProcUnavail {
 		t.Errorf("CALLIT: accept_stat %d, want PROC_UNAVAIL", h.AcceptStat)
 	}
 	h, _ = c.call(t, progRPCBind, 5, 0, nil)
-	if h.AcceptStat != tcprpc.ProgMismatch || h.Low != 2 || h.High != 4 {
+	if h.AcceptStat != oncrpc.ProgMismatch || h.Low != 2 || h.High != 4 {
 		t.Errorf("rpcbind v5: %+v, want PROG_MISMATCH 2..4", h)
 	}
 }

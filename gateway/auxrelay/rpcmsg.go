@@ -3,7 +3,7 @@ package auxrelay
 import (
 	"encoding/binary"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -16,7 +16,7 @@ func getXID(msg []byte) uint32 { return binary.BigEndian.Uint32(msg) }
 func setXID(msg []byte, xid uint32) { binary.BigEndian.PutUint32(msg, xid) }
 
 // replyMsg builds a reply with header h followed by results.
-func replyMsg(h tcprpc.ReplyHeader, results []byte) []byte {
+func replyMsg(h oncrpc.ReplyHeader, results []byte) []byte {
 	buf := make([]byte, h.EncodedLen()+len(results))
 	e := xdr.NewEncoder(buf)
 	if err := h.Encode(&e); err != nil {
@@ -30,7 +30,7 @@ func replyMsg(h tcprpc.ReplyHeader, results []byte) []byte {
 
 // successReply is an accepted SUCCESS reply with results.
 func successReply(xid uint32, results []byte) []byte {
-	return replyMsg(tcprpc.AcceptedReply(xid, tcprpc.Success), results)
+	return replyMsg(oncrpc.AcceptedReply(xid, oncrpc.Success), results)
 }
 
 // splice returns msg with msg[from:to] replaced by repl.

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -145,7 +145,7 @@ func goldenResults(tb testing.TB, name string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(b[4:])
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
@@ -381,8 +381,8 @@ func FuzzDecodeFattr4(f *testing.F) {
 
 // cbCall builds a callback RPC call (prog/vers/proc) with args.
 func cbCall(vers, proc uint32, args []byte) []byte {
-	h := tcprpc.CallHeader{XID: 7, RPCVers: tcprpc.RPCVersion, Prog: CBProgram, Vers: vers, Proc: proc,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: 7, RPCVers: oncrpc.RPCVersion, Prog: CBProgram, Vers: vers, Proc: proc,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	e := xdr.NewEncoder(make([]byte, 64+len(args)))
 	_ = h.Encode(&e)
 	return append(e.Bytes(), args...)
@@ -428,7 +428,7 @@ func cbCompoundArgs(seq uint32, recall bool, other []byte) []byte {
 // cbSeqArgs returns the session, sequence and slot of the CB_SEQUENCE a
 // callback call starts with (ok false when it does not).
 func cbSeqArgs(call []byte) (sid string, seq, slot uint32, ok bool) {
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	n, err := h.Decode(call)
 	if err != nil {
 		return "", 0, 0, false
@@ -451,19 +451,19 @@ func checkCBReply(t *testing.T, call, reply []byte) bool {
 	if reply == nil {
 		return false
 	}
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(reply)
 	if err != nil {
 		t.Fatalf("reply header: %v", err)
 	}
-	var ch tcprpc.CallHeader
+	var ch oncrpc.CallHeader
 	if _, err := ch.Decode(call); err != nil {
 		t.Fatalf("a call that does not decode was answered")
 	}
 	if h.XID != ch.XID {
 		t.Fatalf("reply XID %#x to call %#x", h.XID, ch.XID)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success || ch.Proc != 1 {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success || ch.Proc != 1 {
 		return false
 	}
 	d := nfsproto.NewDec(reply[n:])
@@ -546,8 +546,8 @@ func FuzzParseReply(f *testing.F) {
 		}
 		f.Add(b[4:])
 	}
-	for _, h := range []tcprpc.ReplyHeader{tcprpc.GarbageArgsReply(1), tcprpc.ProgMismatchReply(2, 3, 4),
-		tcprpc.RPCMismatchReply(3), tcprpc.ProcUnavailReply(4)} {
+	for _, h := range []oncrpc.ReplyHeader{oncrpc.GarbageArgsReply(1), oncrpc.ProgMismatchReply(2, 3, 4),
+		oncrpc.RPCMismatchReply(3), oncrpc.ProcUnavailReply(4)} {
 		e := xdr.NewEncoder(make([]byte, 64))
 		_ = h.Encode(&e)
 		f.Add(e.Bytes())
@@ -605,7 +605,7 @@ func FuzzSpliceReply(f *testing.F) {
 
 // goldenHeader is an accepted SUCCESS reply header (xid 1, AUTH_NONE).
 func goldenHeader() []byte {
-	h := tcprpc.AcceptedReply(1, tcprpc.Success)
+	h := oncrpc.AcceptedReply(1, oncrpc.Success)
 	e := xdr.NewEncoder(make([]byte, 64))
 	_ = h.Encode(&e)
 	return e.Bytes()

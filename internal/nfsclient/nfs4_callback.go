@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -93,7 +93,7 @@ func (t *TCP) backchannelLimits() (int, int) { return 16 << 10, 16 }
 // callbackRecord serves a CALL record read by readLoop; false when rec is
 // not a call or no handler is installed.
 func (t *TCP) callbackRecord(rec []byte) bool {
-	if len(rec) < 8 || binary.BigEndian.Uint32(rec[4:]) != uint32(tcprpc.Call) {
+	if len(rec) < 8 || binary.BigEndian.Uint32(rec[4:]) != uint32(oncrpc.Call) {
 		return false
 	}
 	hp := t.cb.Load()
@@ -172,14 +172,14 @@ func (c *V4) SeqStatusFlags() uint32 { return c.seqFlags.Load() }
 
 // serveCallback answers one callback RPC call.
 func (c *V4) serveCallback(call []byte) []byte {
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	n, err := h.Decode(call)
 	if err != nil {
 		return nil // not an RPC call we can answer
 	}
 	c.cb.calls.Add(1)
-	reply := func(stat tcprpc.AcceptStat, body func(e *xdr.Encoder)) []byte {
-		rh := tcprpc.AcceptedReply(h.XID, stat)
+	reply := func(stat oncrpc.AcceptStat, body func(e *xdr.Encoder)) []byte {
+		rh := oncrpc.AcceptedReply(h.XID, stat)
 		b := make([]byte, rh.EncodedLen()+4096)
 		e := xdr.NewEncoder(b)
 		_ = rh.Encode(&e)
@@ -192,10 +192,10 @@ func (c *V4) serveCallback(call []byte) []byte {
 		return e.Bytes()
 	}
 	if h.Prog != CBProgram {
-		return reply(tcprpc.ProgUnavail, nil)
+		return reply(oncrpc.ProgUnavail, nil)
 	}
 	if h.Vers != 1 {
-		rh := tcprpc.ProgMismatchReply(h.XID, 1, 1)
+		rh := oncrpc.ProgMismatchReply(h.XID, 1, 1)
 		b := make([]byte, rh.EncodedLen())
 		e := xdr.NewEncoder(b)
 		_ = rh.Encode(&e)
@@ -204,18 +204,18 @@ func (c *V4) serveCallback(call []byte) []byte {
 	switch h.Proc {
 	case 0: // CB_NULL
 		c.cb.nulls.Add(1)
-		return reply(tcprpc.Success, nil)
+		return reply(oncrpc.Success, nil)
 	case 1: // CB_COMPOUND
 		var res xdr.Encoder
 		out := make([]byte, 4096)
 		res = xdr.NewEncoder(out)
 		if !c.cbCompound(call[n:], &res) {
-			return reply(tcprpc.GarbageArgs, nil)
+			return reply(oncrpc.GarbageArgs, nil)
 		}
 		body := res.Bytes()
-		return reply(tcprpc.Success, func(e *xdr.Encoder) { e.PutFixedOpaque(body) })
+		return reply(oncrpc.Success, func(e *xdr.Encoder) { e.PutFixedOpaque(body) })
 	}
-	return reply(tcprpc.ProcUnavail, nil)
+	return reply(oncrpc.ProcUnavail, nil)
 }
 
 // cbCompound decodes CB_COMPOUND4args from args and writes

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -267,14 +267,14 @@ func FuzzCBCompoundArgs(f *testing.F) {
 // of CB_COMPOUND4res (SUCCESS) or 0 (GARBAGE_ARGS).
 func cbfReplyHeader(t *testing.T, reply []byte) int {
 	t.Helper()
-	var rh tcprpc.ReplyHeader
+	var rh oncrpc.ReplyHeader
 	n, err := rh.Decode(reply)
 	switch {
-	case err != nil || rh.XID != 0xcb || rh.Stat != tcprpc.MsgAccepted:
+	case err != nil || rh.XID != 0xcb || rh.Stat != oncrpc.MsgAccepted:
 		t.Fatalf("reply %x: %v", reply, err)
-	case rh.AcceptStat == tcprpc.GarbageArgs && n == len(reply):
+	case rh.AcceptStat == oncrpc.GarbageArgs && n == len(reply):
 		return 0
-	case rh.AcceptStat != tcprpc.Success:
+	case rh.AcceptStat != oncrpc.Success:
 		t.Fatalf("reply %x: accept status %v", reply, rh.AcceptStat)
 	}
 	return n
@@ -282,8 +282,8 @@ func cbfReplyHeader(t *testing.T, reply []byte) int {
 
 // cbfCall wraps CB_COMPOUND arguments in an RPC call.
 func cbfCall(args []byte) []byte {
-	h := tcprpc.CallHeader{XID: 0xcb, RPCVers: tcprpc.RPCVersion, Prog: CBProgram, Vers: 1, Proc: 1,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: 0xcb, RPCVers: oncrpc.RPCVersion, Prog: CBProgram, Vers: 1, Proc: 1,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	e := xdr.NewEncoder(make([]byte, 64+len(args)))
 	_ = h.Encode(&e)
 	return append(e.Bytes(), args...)

@@ -13,6 +13,7 @@ import (
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -91,7 +92,7 @@ func startCBProxy(t *testing.T, target string) *cbProxy {
 						up.Close()
 						return
 					}
-					if _, mt, _ := tcprpc.PeekMsgType(rec); mt == tcprpc.Reply {
+					if _, mt, _ := oncrpc.PeekMsgType(rec); mt == oncrpc.Reply {
 						p.replies <- rec
 						continue
 					}
@@ -124,8 +125,8 @@ func (p *cbProxy) inject(t *testing.T, call []byte) []byte {
 }
 
 func cbCall(xid, proc uint32, body []byte) []byte {
-	h := tcprpc.CallHeader{XID: xid, RPCVers: 2, Prog: nfsclient.CBProgram, Vers: 1, Proc: proc,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: 2, Prog: nfsclient.CBProgram, Vers: 1, Proc: proc,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	b := make([]byte, h.EncodedLen()+len(body))
 	e := xdr.NewEncoder(b)
 	_ = h.Encode(&e)
@@ -136,9 +137,9 @@ func cbCall(xid, proc uint32, body []byte) []byte {
 // acceptedBody checks an accepted SUCCESS reply to xid and returns its body.
 func acceptedBody(t *testing.T, rec []byte, xid uint32) []byte {
 	t.Helper()
-	var rh tcprpc.ReplyHeader
+	var rh oncrpc.ReplyHeader
 	n, err := rh.Decode(rec)
-	if err != nil || rh.XID != xid || rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.Success {
+	if err != nil || rh.XID != xid || rh.Stat != oncrpc.MsgAccepted || rh.AcceptStat != oncrpc.Success {
 		t.Fatalf("reply to %#x: %+v %v", xid, rh, err)
 	}
 	return rec[n:]
@@ -276,9 +277,9 @@ func exchangeCallbacks(t *testing.T, ctx context.Context, px *cbProxy, a *nfscli
 	}
 	// Too big for the RDMA client's 4 KiB inline receive: the forward
 	// gateway answers SYSTEM_ERR itself.
-	var rh tcprpc.ReplyHeader
+	var rh oncrpc.ReplyHeader
 	if _, err := rh.Decode(px.inject(t, cbCall(0x7103, 1, make([]byte, 5000)))); err != nil ||
-		rh.Stat != tcprpc.MsgAccepted || rh.AcceptStat != tcprpc.SystemErr {
+		rh.Stat != oncrpc.MsgAccepted || rh.AcceptStat != oncrpc.SystemErr {
 		t.Fatalf("oversized callback: %+v %v", rh, err)
 	}
 	// The fore channel still works, with the callback path up.
@@ -343,7 +344,7 @@ func TestReverseGatewayCallbackBounds(t *testing.T) {
 	rw := tcprpc.NewRecordWriter(conn, nil)
 	null := func(xid uint32) {
 		t.Helper()
-		h := tcprpc.CallHeader{XID: xid, RPCVers: 2, Prog: 100003, Vers: 4, Proc: 0, Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+		h := oncrpc.CallHeader{XID: xid, RPCVers: 2, Prog: 100003, Vers: 4, Proc: 0, Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 		e := xdr.NewEncoder(make([]byte, h.EncodedLen()))
 		_ = h.Encode(&e)
 		if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
@@ -388,7 +389,7 @@ func TestReverseGatewayCallbackBounds(t *testing.T) {
 		t.Fatal("no timeout counted for the unanswered callback")
 	}
 	// The late reply matches nothing.
-	rh := tcprpc.AcceptedReply(0x7200, tcprpc.Success)
+	rh := oncrpc.AcceptedReply(0x7200, oncrpc.Success)
 	e := xdr.NewEncoder(make([]byte, rh.EncodedLen()))
 	_ = rh.Encode(&e)
 	if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
-	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -140,12 +140,12 @@ func replyHeaderMax(writeChunks []int) int {
 // back after its length word (ulb.SpliceReply).
 func spliceReply(res *rdmarpc.Result, plan *rdmarpc.ReplyPlan, prog, vers, proc uint32) ([]byte, error) {
 	in := res.Inline
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(in)
 	if err != nil {
 		return nil, fmt.Errorf("nfsclient: bad reply header: %w", err)
 	}
-	success := h.Stat == tcprpc.MsgAccepted && h.AcceptStat == tcprpc.Success
+	success := h.Stat == oncrpc.MsgAccepted && h.AcceptStat == oncrpc.Success
 	var w ulb.Walker
 	var store [2*ulb.MaxItems + 2][]byte
 	vec, _, err := ulb.SpliceReply(append(store[:0], in[:n]), &w, prog, vers, proc, success, in[n:], res.Chunks, plan.WriteChunks)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -35,10 +35,10 @@ func (s *xidSource) get() uint32 { return s.next.Add(1) }
 // encodeCallHeader writes the RPC call header of xid/prog/vers/proc into
 // b and returns the bytes written.
 func encodeCallHeader(b []byte, xid, prog, vers, proc uint32) ([]byte, error) {
-	h := tcprpc.CallHeader{
-		XID: xid, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
-		Cred: tcprpc.OpaqueAuth{Flavor: tcprpc.AuthSys, Body: authSysBody},
-		Verf: tcprpc.NullAuth,
+	h := oncrpc.CallHeader{
+		XID: xid, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
+		Cred: oncrpc.OpaqueAuth{Flavor: oncrpc.AuthSys, Body: authSysBody},
+		Verf: oncrpc.NullAuth,
 	}
 	e := xdr.NewEncoder(b)
 	if err := h.Encode(&e); err != nil {
@@ -50,12 +50,12 @@ func encodeCallHeader(b []byte, xid, prog, vers, proc uint32) ([]byte, error) {
 // parseReply checks the reply header of a whole reply and returns the
 // results that follow an accepted SUCCESS.
 func parseReply(reply []byte, prog, vers, proc uint32) ([]byte, error) {
-	var h tcprpc.ReplyHeader
+	var h oncrpc.ReplyHeader
 	n, err := h.Decode(reply)
 	if err != nil {
 		return nil, fmt.Errorf("nfsclient: bad reply header: %w", err)
 	}
-	if h.Stat != tcprpc.MsgAccepted || h.AcceptStat != tcprpc.Success {
+	if h.Stat != oncrpc.MsgAccepted || h.AcceptStat != oncrpc.Success {
 		return nil, &RPCError{Prog: prog, Vers: vers, Proc: proc, Reply: h}
 	}
 	return reply[n:], nil

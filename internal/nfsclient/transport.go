@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // Transport carries RPC calls to one server. Implementations are safe for
@@ -27,13 +27,13 @@ var ErrClosed = errors.New("nfsclient: transport closed")
 // PROC_UNAVAIL, GARBAGE_ARGS, an auth error and so on.
 type RPCError struct {
 	Prog, Vers, Proc uint32
-	Reply            tcprpc.ReplyHeader
+	Reply            oncrpc.ReplyHeader
 }
 
 func (e *RPCError) Error() string {
 	h := &e.Reply
-	if h.Stat == tcprpc.MsgDenied {
-		if h.RejectStat == tcprpc.AuthError {
+	if h.Stat == oncrpc.MsgDenied {
+		if h.RejectStat == oncrpc.AuthError {
 			return fmt.Sprintf("rpc %d/%d proc %d: denied: auth error %d", e.Prog, e.Vers, e.Proc, h.AuthStat)
 		}
 		return fmt.Sprintf("rpc %d/%d proc %d: denied: rpc version mismatch (%d-%d)", e.Prog, e.Vers, e.Proc, h.Low, h.High)
@@ -48,9 +48,9 @@ func (e *RPCError) Error() string {
 
 // AcceptStat reports the accept_stat of an accepted reply carried by err,
 // and whether err is such a reply.
-func AcceptStat(err error) (tcprpc.AcceptStat, bool) {
+func AcceptStat(err error) (oncrpc.AcceptStat, bool) {
 	var re *RPCError
-	if errors.As(err, &re) && re.Reply.Stat == tcprpc.MsgAccepted {
+	if errors.As(err, &re) && re.Reply.Stat == oncrpc.MsgAccepted {
 		return re.Reply.AcceptStat, true
 	}
 	return 0, false

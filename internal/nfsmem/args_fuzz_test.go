@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -89,7 +89,7 @@ func goldenArgs(tb testing.TB, name string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	n, err := h.Decode(b[4:])
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)

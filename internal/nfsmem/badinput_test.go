@@ -9,7 +9,7 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 )
 
 // TestRPCErrors checks the RPC-level answers: unknown program, version,
@@ -26,21 +26,21 @@ func TestRPCErrors(t *testing.T) {
 		name             string
 		prog, vers, proc uint32
 		args             []byte
-		want             tcprpc.AcceptStat
+		want             oncrpc.AcceptStat
 	}{
-		{"unknown program", 100099, 1, 0, nil, tcprpc.ProgUnavail},
-		{"NFSv2", nfsproto.ProgNFS, 2, 0, nil, tcprpc.ProgMismatch},
-		{"MOUNT v1", nfsproto.ProgMount, 1, 0, nil, tcprpc.ProgMismatch},
-		{"NFSv3 proc 22", nfsproto.ProgNFS, 3, 22, nil, tcprpc.ProcUnavail},
-		{"NFSv3 proc 1<<31", nfsproto.ProgNFS, 3, 1 << 31, nil, tcprpc.ProcUnavail},
-		{"MOUNT proc 6", nfsproto.ProgMount, 3, 6, nil, tcprpc.ProcUnavail},
-		{"GETATTR without args", nfsproto.ProgNFS, 3, nfsproto.NFS3Getattr, nil, tcprpc.GarbageArgs},
-		{"GETATTR handle too long", nfsproto.ProgNFS, 3, nfsproto.NFS3Getattr, []byte{0, 0, 0, 65}, tcprpc.GarbageArgs},
-		{"READ truncated", nfsproto.ProgNFS, 3, nfsproto.NFS3Read, []byte{0, 0, 0, 16, 1, 2, 3}, tcprpc.GarbageArgs},
+		{"unknown program", 100099, 1, 0, nil, oncrpc.ProgUnavail},
+		{"NFSv2", nfsproto.ProgNFS, 2, 0, nil, oncrpc.ProgMismatch},
+		{"MOUNT v1", nfsproto.ProgMount, 1, 0, nil, oncrpc.ProgMismatch},
+		{"NFSv3 proc 22", nfsproto.ProgNFS, 3, 22, nil, oncrpc.ProcUnavail},
+		{"NFSv3 proc 1<<31", nfsproto.ProgNFS, 3, 1 << 31, nil, oncrpc.ProcUnavail},
+		{"MOUNT proc 6", nfsproto.ProgMount, 3, 6, nil, oncrpc.ProcUnavail},
+		{"GETATTR without args", nfsproto.ProgNFS, 3, nfsproto.NFS3Getattr, nil, oncrpc.GarbageArgs},
+		{"GETATTR handle too long", nfsproto.ProgNFS, 3, nfsproto.NFS3Getattr, []byte{0, 0, 0, 65}, oncrpc.GarbageArgs},
+		{"READ truncated", nfsproto.ProgNFS, 3, nfsproto.NFS3Read, []byte{0, 0, 0, 16, 1, 2, 3}, oncrpc.GarbageArgs},
 		{"WRITE bad stable_how", nfsproto.ProgNFS, 3, nfsproto.NFS3Write,
-			append(append([]byte{0, 0, 0, 0}, make([]byte, 12)...), 0, 0, 0, 7, 0, 0, 0, 0), tcprpc.GarbageArgs},
-		{"CREATE bad mode", nfsproto.ProgNFS, 3, nfsproto.NFS3Create, []byte{0, 0, 0, 0, 0, 0, 0, 1, 'a', 0, 0, 0, 0, 0, 0, 9}, tcprpc.GarbageArgs},
-		{"MNT path too long", nfsproto.ProgMount, 3, nfsproto.MountMnt, []byte{0, 0, 0x10, 0}, tcprpc.GarbageArgs},
+			append(append([]byte{0, 0, 0, 0}, make([]byte, 12)...), 0, 0, 0, 7, 0, 0, 0, 0), oncrpc.GarbageArgs},
+		{"CREATE bad mode", nfsproto.ProgNFS, 3, nfsproto.NFS3Create, []byte{0, 0, 0, 0, 0, 0, 0, 1, 'a', 0, 0, 0, 0, 0, 0, 9}, oncrpc.GarbageArgs},
+		{"MNT path too long", nfsproto.ProgMount, 3, nfsproto.MountMnt, []byte{0, 0, 0x10, 0}, oncrpc.GarbageArgs},
 	}
 	for _, c := range cases {
 		_, err := tr.Call(ctx, c.prog, c.vers, c.proc, c.args)
@@ -49,7 +49,7 @@ func TestRPCErrors(t *testing.T) {
 			t.Errorf("%s: %v, want accept_stat %d", c.name, err, c.want)
 		}
 		var re *nfsclient.RPCError
-		if c.want == tcprpc.ProgMismatch && errors.As(err, &re) && (re.Reply.Low != 3 || re.Reply.High != 3) {
+		if c.want == oncrpc.ProgMismatch && errors.As(err, &re) && (re.Reply.Low != 3 || re.Reply.High != 3) {
 			t.Errorf("%s: mismatch range %d-%d, want 3-3", c.name, re.Reply.Low, re.Reply.High)
 		}
 	}
@@ -103,7 +103,7 @@ func TestRandomArguments(t *testing.T) {
 			}
 			_, err := c.T.Call(ctx, nfsproto.ProgNFS, 3, proc, args)
 			if err != nil {
-				if st, ok := nfsclient.AcceptStat(err); !ok || st != tcprpc.GarbageArgs {
+				if st, ok := nfsclient.AcceptStat(err); !ok || st != oncrpc.GarbageArgs {
 					t.Fatalf("proc %d args %x: %v", proc, args, err)
 				}
 			}
@@ -116,7 +116,7 @@ func TestRandomArguments(t *testing.T) {
 				args[i] = byte(r.Uint32())
 			}
 			if _, err := c.T.Call(ctx, nfsproto.ProgMount, 3, proc, args); err != nil {
-				if st, ok := nfsclient.AcceptStat(err); !ok || st != tcprpc.GarbageArgs {
+				if st, ok := nfsclient.AcceptStat(err); !ok || st != oncrpc.GarbageArgs {
 					t.Fatalf("mount proc %d: %v", proc, err)
 				}
 			}

@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
 // callRecord builds an RPC call record for the fuzz seeds.
 func callRecord(prog, vers, proc uint32, args []byte) []byte {
-	h := tcprpc.CallHeader{XID: 1, RPCVers: tcprpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
-		Cred: tcprpc.NullAuth, Verf: tcprpc.NullAuth}
+	h := oncrpc.CallHeader{XID: 1, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: proc,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
 	b := make([]byte, 64+len(args))
 	e := xdr.NewEncoder(b)
 	_ = h.Encode(&e)
@@ -36,7 +36,7 @@ func FuzzAnswer(f *testing.F) {
 		if reply == nil {
 			return
 		}
-		var h tcprpc.ReplyHeader
+		var h oncrpc.ReplyHeader
 		if _, err := h.Decode(reply); err != nil {
 			t.Fatalf("reply header does not decode: %v", err)
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
-	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -41,8 +41,8 @@ func mountMnt(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	e.PutUint32(nfsproto.MNT3OK)
 	e.PutOpaque(s.handle(n.id))
 	e.PutUint32(2) // auth flavors accepted
-	e.PutUint32(uint32(tcprpc.AuthSys))
-	e.PutUint32(uint32(tcprpc.AuthNone))
+	e.PutUint32(uint32(oncrpc.AuthSys))
+	e.PutUint32(uint32(oncrpc.AuthNone))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -148,11 +149,11 @@ const replyHeaderLen = 24
 // answer answers one call record. It returns the reply (nil: none) and
 // the buffer to reuse for the next one.
 func (s *Server) answer(call, buf []byte) (reply, next []byte) {
-	var h tcprpc.CallHeader
+	var h oncrpc.CallHeader
 	n, err := h.Decode(call)
 	if err != nil {
-		if errors.Is(err, tcprpc.ErrBadRPCVersion) {
-			return s.headerOnly(buf, tcprpc.RPCMismatchReply(h.XID)), buf
+		if errors.Is(err, oncrpc.ErrBadRPCVersion) {
+			return s.headerOnly(buf, oncrpc.RPCMismatchReply(h.XID)), buf
 		}
 		// Not a call we can answer (no XID, or a reply): drop it, as
 		// RFC 5531 servers do with records they cannot parse.
@@ -169,7 +170,7 @@ func (s *Server) answer(call, buf []byte) (reply, next []byte) {
 	}
 	buf = buf[:size]
 	e := xdr.NewEncoder(buf)
-	hdr := tcprpc.AcceptedReply(h.XID, tcprpc.Success)
+	hdr := oncrpc.AcceptedReply(h.XID, oncrpc.Success)
 	_ = hdr.Encode(&e)
 	err = proc.run(s, nfsproto.NewDec(call[n:]), &e)
 	if err == nil {
@@ -178,15 +179,15 @@ func (s *Server) answer(call, buf []byte) (reply, next []byte) {
 	if err != nil {
 		if errors.Is(err, xdr.ErrOverflow) {
 			s.log.Error("reply overflow", "prog", h.Prog, "proc", h.Proc, "err", err)
-			return s.headerOnly(buf, tcprpc.SystemErrReply(h.XID)), buf
+			return s.headerOnly(buf, oncrpc.SystemErrReply(h.XID)), buf
 		}
 		s.log.Debug("garbage arguments", "prog", h.Prog, "proc", h.Proc, "err", err)
-		return s.headerOnly(buf, tcprpc.GarbageArgsReply(h.XID)), buf
+		return s.headerOnly(buf, oncrpc.GarbageArgsReply(h.XID)), buf
 	}
 	return e.Bytes(), buf
 }
 
-func (s *Server) headerOnly(buf []byte, h tcprpc.ReplyHeader) []byte {
+func (s *Server) headerOnly(buf []byte, h oncrpc.ReplyHeader) []byte {
 	if cap(buf) < 64 {
 		buf = make([]byte, 64)
 	}
@@ -210,7 +211,7 @@ const smallReply = 1024
 func fixedReply(*nfsproto.Dec) int { return smallReply }
 
 // lookupProc finds the procedure of a call.
-func (s *Server) lookupProc(h *tcprpc.CallHeader) (procedure, bool) {
+func (s *Server) lookupProc(h *oncrpc.CallHeader) (procedure, bool) {
 	var table []procedure
 	switch {
 	case h.Prog == nfsproto.ProgNFS && h.Vers == nfsproto.NFSVers3:
@@ -227,18 +228,18 @@ func (s *Server) lookupProc(h *tcprpc.CallHeader) (procedure, bool) {
 }
 
 // rejectFor is the reply to a call lookupProc did not find.
-func (s *Server) rejectFor(h *tcprpc.CallHeader) tcprpc.ReplyHeader {
+func (s *Server) rejectFor(h *oncrpc.CallHeader) oncrpc.ReplyHeader {
 	switch h.Prog {
 	case nfsproto.ProgNFS:
 		if h.Vers != nfsproto.NFSVers3 {
-			return tcprpc.ProgMismatchReply(h.XID, 3, 3)
+			return oncrpc.ProgMismatchReply(h.XID, 3, 3)
 		}
 	case nfsproto.ProgMount:
 		if h.Vers != nfsproto.MountVers3 {
-			return tcprpc.ProgMismatchReply(h.XID, 3, 3)
+			return oncrpc.ProgMismatchReply(h.XID, 3, 3)
 		}
 	default:
-		return tcprpc.ProgUnavailReply(h.XID)
+		return oncrpc.ProgUnavailReply(h.XID)
 	}
-	return tcprpc.ProcUnavailReply(h.XID)
+	return oncrpc.ProcUnavailReply(h.XID)
 }

@@ -1,4 +1,4 @@
-package tcprpc
+package oncrpc
 
 import (
 	"bytes"
@@ -336,4 +336,34 @@ func TestGSSCred(t *testing.T) {
 
 func be32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// TestHeaderBounds checks MaxCallHeader and MaxReplyHeader against the
+// longest headers Encode writes (and so Decode accepts).
+func TestHeaderBounds(t *testing.T) {
+	full := OpaqueAuth{Flavor: RPCSecGSS, Body: make([]byte, MaxAuthBytes)}
+	c := CallHeader{RPCVers: RPCVersion, Cred: full, Verf: full}
+	if n := c.EncodedLen(); n != MaxCallHeader {
+		t.Fatalf("longest call header %d bytes; MaxCallHeader %d", n, MaxCallHeader)
+	}
+	longest := 0
+	for _, r := range []ReplyHeader{
+		{Stat: MsgAccepted, Verf: full, AcceptStat: ProgMismatch},
+		{Stat: MsgAccepted, Verf: full, AcceptStat: Success},
+		RPCMismatchReply(1), AuthErrorReply(1, AuthTooWeak),
+	} {
+		buf := make([]byte, MaxReplyHeader+4)
+		e := xdr.NewEncoder(buf)
+		if err := r.Encode(&e); err != nil {
+			t.Fatal(err)
+		}
+		var back ReplyHeader
+		if n, err := back.Decode(e.Bytes()); err != nil || n != e.Len() {
+			t.Fatalf("decode %d bytes: %d, %v", e.Len(), n, err)
+		}
+		longest = max(longest, e.Len())
+	}
+	if longest != MaxReplyHeader {
+		t.Fatalf("longest reply header %d bytes; MaxReplyHeader %d", longest, MaxReplyHeader)
+	}
 }

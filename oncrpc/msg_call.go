@@ -1,4 +1,4 @@
-package tcprpc
+package oncrpc
 
 import (
 	"github.com/rdmagw/rdmagw/xdr"

@@ -1,4 +1,4 @@
-package tcprpc
+package oncrpc
 
 // Error replies the gateway sends on its own account, when a call cannot
 // be forwarded. Each returns a ReplyHeader to Encode; none has results.

@@ -22,6 +22,7 @@ func (c *revClient) info(now time.Time) SessionInfo {
 	l.mu.Lock()
 	if l.conn != nil {
 		si.CreditsGranted, si.InlineSend = l.conn.Granted(), l.conn.InlineSend()
+		si.CreditsInUse = l.conn.Outstanding()
 		if a := l.conn.LocalAddr(); a != nil {
 			si.Backend.Local = a.String()
 		}
@@ -29,7 +30,6 @@ func (c *revClient) info(now time.Time) SessionInfo {
 			si.Backend.Remote = a.String()
 		}
 	}
-	si.CreditsInUse = l.dataOut
 	l.mu.Unlock()
 	c.ops.fill(&si, now)
 	return si

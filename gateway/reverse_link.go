@@ -22,10 +22,28 @@ import (
 // retransmissions); after backend.give_up_after it is given up and the
 // client disconnected.
 //
-// Credits: the requester never has more calls in flight than the server
-// granted. The link keeps one of them in reserve for the pings (RFC 8267
-// §6.7.2): data calls may use granted-1 (at least 1), so a ping always
-// finds a credit even when the client keeps the connection busy.
+// Credits: one layer, the requester engine's (rdmarpc.RequesterConn):
+// it never has more calls in flight than the server granted, and it
+// keeps one credit in reserve for the pings (RFC 8267 §6.7.2;
+// RequesterConfig.ReserveCredits, CallReserved): data calls may use
+// granted-1 (at least 1), so a ping always finds a credit even when the
+// client keeps the connection busy. The link itself counts no credits.
+// A second count here would add nothing and be wrong at times:
+//
+//   - the engine already waits for a credit bounded by ctx, and wakes on
+//     the connection's end (the link then re-sends on the next one);
+//   - it holds an abandoned call's credit until the reply or the end of
+//     the connection (the server still counts it), and counts the pings,
+//     which a link-side count of data calls did not;
+//   - the backchannel (RFC 8167) has credits of its own (the server's
+//     backward calls, rdmarpc RequesterBackchannel): forward credits have
+//     nothing to reserve for it;
+//   - there is no fairness between TCP clients to keep here: each client
+//     has its own link and RDMA connection, and its calls in flight are
+//     bounded before they get here (reverse.max_calls_per_client).
+//
+// What remains here is the wait for a usable connection while it is
+// being re-established (usable).
 type rdmaLink struct {
 	r    *Reverse
 	peer string
@@ -34,12 +52,10 @@ type rdmaLink struct {
 	mu       sync.Mutex
 	conn     *rdmarpc.RequesterConn // nil while reconnecting
 	up       chan struct{}          // closed while conn is usable; replaced when it breaks
-	dataOut  int                    // data calls holding a credit
 	gaveUp   bool
 	dead     chan struct{} // closed when the link is given up
 	deadOnce sync.Once
 	closed   bool
-	wake     chan struct{} // a data credit may be free (cap 1, re-signalled)
 	stopPing chan struct{}
 	pingDone chan struct{}
 
@@ -62,7 +78,7 @@ var errGaveUp = errors.New("gateway: RDMA server unreachable; gave up")
 const nullCallLen = 6*4 + 2*8
 
 func newRDMALink(r *Reverse, peer string) *rdmaLink {
-	l := &rdmaLink{r: r, peer: peer, bc: newRevBackchannel(r.cfg, r.met.backchannel()), up: make(chan struct{}), wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	l := &rdmaLink{r: r, peer: peer, bc: newRevBackchannel(r.cfg, r.met.backchannel()), up: make(chan struct{}), dead: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.xids.Store(rand.Uint32())
 	l.vers.Store(3)
@@ -72,6 +88,10 @@ func newRDMALink(r *Reverse, peer string) *rdmaLink {
 // dial opens one requester connection.
 func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 	cfg := l.r.cfg
+	reserve := 0
+	if cfg.Reverse.PingInterval > 0 {
+		reserve = 1 // the pings' credit
+	}
 	return rdmarpc.DialRequester(ctx, l.r.dev, l.r.backend, rdmarpc.RequesterConfig{
 		Credits:        cfg.RDMA.Credits,
 		InlineSend:     int(cfg.RDMA.InlineSend),
@@ -81,6 +101,7 @@ func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 		Logger:         l.r.log.Named("rdma"),
 		Metrics:        l.r.met,
 		ConnectTimeout: cfg.Backend.ConnectTimeout,
+		ReserveCredits: reserve,
 		Backchannel:    l.bc.requesterConfig(),
 	})
 }
@@ -102,7 +123,6 @@ func (l *rdmaLink) connect(ctx context.Context) error {
 func (l *rdmaLink) install(conn *rdmarpc.RequesterConn) {
 	l.mu.Lock()
 	l.conn = conn
-	l.dataOut = 0 // the old connection's credits died with it
 	close(l.up)
 	l.lastReply.Store(time.Now().UnixNano())
 	if l.r.cfg.Reverse.PingInterval > 0 {
@@ -110,7 +130,6 @@ func (l *rdmaLink) install(conn *rdmarpc.RequesterConn) {
 		go l.pinger(conn, l.stopPing, l.pingDone)
 	}
 	l.mu.Unlock()
-	l.signal()
 }
 
 func (l *rdmaLink) granted() int {
@@ -131,16 +150,9 @@ func (l *rdmaLink) inlineSend() int {
 	return l.conn.InlineSend()
 }
 
-func (l *rdmaLink) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-// acquire waits for a usable connection and a data credit (keeping the
-// reserve one for pings), bounded by ctx and by the link giving up.
-func (l *rdmaLink) acquire(ctx context.Context) (*rdmarpc.RequesterConn, error) {
+// usable waits for a usable connection, bounded by ctx and by the link
+// giving up or closing. Credits are the connection's (see rdmaLink).
+func (l *rdmaLink) usable(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 	for {
 		l.mu.Lock()
 		if l.gaveUp || l.closed {
@@ -148,52 +160,29 @@ func (l *rdmaLink) acquire(ctx context.Context) (*rdmarpc.RequesterConn, error) 
 			return nil, errGaveUp
 		}
 		conn, up := l.conn, l.up
-		if conn != nil {
-			limit := conn.Granted()
-			if l.r.cfg.Reverse.PingInterval > 0 {
-				limit = max(limit-1, 1)
-			}
-			if l.dataOut < limit {
-				l.dataOut++
-				more := l.dataOut < limit
-				l.mu.Unlock()
-				if more {
-					l.signal()
-				}
-				return conn, nil
-			}
-			up = nil // connected but no credit: wait for a release
-		}
 		l.mu.Unlock()
+		if conn != nil {
+			return conn, nil
+		}
 		select {
-		case <-l.wake:
-		case <-up: // nil while connected: never fires
+		case <-up:
+		case <-l.dead:
+		case <-l.ctx.Done(): // closed
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 }
 
-// release returns a data credit taken from conn.
-func (l *rdmaLink) release(conn *rdmarpc.RequesterConn) {
-	l.mu.Lock()
-	if l.conn == conn && l.dataOut > 0 {
-		l.dataOut--
-	}
-	l.mu.Unlock()
-	l.signal()
-}
-
 // call sends msg and waits for its reply in res, re-sending it on a new
 // connection when the current one fails under it.
 func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc.ReplyPlan, res *rdmarpc.Result) error {
 	for {
-		conn, err := l.acquire(ctx)
+		conn, err := l.usable(ctx)
 		if err != nil {
 			return err
 		}
-		err = conn.Call(ctx, msg, plan, res)
-		l.release(conn)
+		err = conn.Call(ctx, msg, plan, res) // waits for a data credit
 		if err == nil {
 			l.lastReply.Store(time.Now().UnixNano())
 			return nil
@@ -295,7 +284,6 @@ func (l *rdmaLink) giveUp() {
 	l.gaveUp = true
 	l.mu.Unlock()
 	l.deadOnce.Do(func() { close(l.dead) })
-	l.signal()
 }
 
 // gone reports whether the link was given up.
@@ -323,7 +311,6 @@ func (l *rdmaLink) close() {
 	if conn != nil {
 		conn.Close()
 	}
-	l.signal()
 }
 
 // nextXID is an XID of the gateway's own, for pings and for retries.
@@ -387,7 +374,7 @@ func (l *rdmaLink) ping(parent context.Context, conn *rdmarpc.RequesterConn) boo
 		msg.Reset()
 		msg.XID = h.XID
 		msg.Append(rdmarpc.Piece{Data: e.Bytes()})
-		err := conn.Call(ctx, &msg, nil, &res)
+		err := conn.CallReserved(ctx, &msg, nil, &res)
 		if errors.Is(err, rdmarpc.ErrXIDInUse) {
 			continue
 		}

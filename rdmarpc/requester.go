@@ -358,6 +358,14 @@ func (c *RequesterConn) Granted() int {
 	return c.granted
 }
 
+// Outstanding is the number of calls holding a credit: sent and not yet
+// answered, abandoned ones included (the responder still counts them).
+func (c *RequesterConn) Outstanding() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight
+}
+
 // Done is closed when the connection has ended.
 func (c *RequesterConn) Done() <-chan struct{} { return c.dead }
 

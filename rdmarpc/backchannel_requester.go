@@ -202,7 +202,7 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 	s.wr = verbs.SendWR{ID: wrBCSend | uint64(s.idx), Op: verbs.OpSend, SGL: s.sge[:], Signal: true}
 	if err := c.qp.PostSend(&s.wr); err != nil {
 		b.met.BackwardError("closed")
-		return fail(fmt.Errorf("%w: posting backward reply: %v", ErrConnClosed, err))
+		return fail(fmt.Errorf("%w: posting backward reply: %w", ErrConnClosed, err))
 	}
 	b.met.BackwardReply(len(reply))
 	return nil

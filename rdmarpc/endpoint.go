@@ -3,17 +3,21 @@ package rdmarpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/verbs"
 )
 
-// Pieces shared by the responder and requester engines: work request
-// identifiers, send-queue accounting, the wake-up primitive both use to
-// wait for resources, and the RFC 8797 exchange. (In Linux terms this is
-// the part of verbs.c that is not specific to either side.)
+// Pieces shared by the responder and requester engines: the endpoint
+// skeleton both embed (pool, completion queue, queue pair, the
+// connection's life and the completion loop), work request identifiers,
+// send-queue accounting and the wake-up primitive both use to wait for
+// resources. (In Linux terms this is the part of verbs.c that is not
+// specific to either side.)
 
 // ErrConnClosed is returned by calls on an engine whose connection has
 // ended; errors.Is finds it in the error that says why.
@@ -113,20 +117,6 @@ func (s *sqSlots) put(n int) {
 	s.wake.signal()
 }
 
-// waitDone returns a context that is cancelled when parent is or when the
-// connection ends, so a CQ Wait wakes for either. stop releases it.
-func waitDone(parent context.Context, conn verbs.Conn) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	go func() {
-		select {
-		case <-conn.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
 func orNullLogger(l hclog.Logger) hclog.Logger {
 	if l == nil {
 		return hclog.NewNullLogger()
@@ -142,3 +132,256 @@ type recvPoster interface {
 // isFlush reports a completion that only says the queue pair has gone:
 // the cause, if any, is reported by the connection, not by this request.
 func isFlush(wc *verbs.WC) bool { return wc.Status == verbs.StatusFlushed }
+
+// engineDefaults fills the sizing both engines share: 128 credits and
+// 4 KiB inline both ways, Limits, a logger.
+func engineDefaults(credits, inlineSend, inlineRecv *int, lim *Limits, log *hclog.Logger) {
+	if *credits <= 0 {
+		*credits = 128
+	}
+	if *inlineSend <= 0 {
+		*inlineSend = 4096
+	}
+	if *inlineRecv <= 0 {
+		*inlineRecv = 4096
+	}
+	*lim = lim.withDefaults()
+	*log = orNullLogger(*log)
+}
+
+// rdmaFailedMetric is the one metric the skeleton reports itself.
+type rdmaFailedMetric interface {
+	RDMAFailed(op verbs.Opcode, status verbs.Status)
+}
+
+// endpoint is the skeleton of one engine connection, embedded by
+// ResponderConn and RequesterConn: the registered pool (possibly its own,
+// on a PD of its own), the completion queue and queue pair, the
+// connection's life (fail, isDead, Err, the provider's reason in qpErr,
+// failed work completions) and the completion loop that polls, dispatches
+// and parks. What differs between the two sides is passed in as an
+// engine.
+type endpoint struct {
+	side    string // "responder" or "requester": error prefixes
+	log     hclog.Logger
+	rdmaMet rdmaFailedMetric
+	pool    *Pool
+	ownPool bool
+	cq      verbs.CQ
+	qp      verbs.Conn
+
+	// life is cancelled by fail: dead is its Done channel, closed while
+	// deadLock (the engine's own lock over what must not race with the
+	// end) is held. Waiters select on dead; the completion loop's wait
+	// context follows life through context.AfterFunc, no goroutine.
+	life     context.Context
+	kill     context.CancelFunc
+	dead     <-chan struct{}
+	deadLock sync.Locker
+	deadOnce sync.Once
+	// nilErr is what a fail(nil) (a local Close) records: nil for the
+	// responder (Serve returns nil after Close), ErrConnClosed for the
+	// requester (calls must learn the connection is gone).
+	nilErr error
+	errMu  sync.Mutex
+	err    error
+
+	wcs [wcBatch]verbs.WC
+}
+
+// engine is what each side plugs into the endpoint's completion loop.
+type engine interface {
+	// completion handles one work completion.
+	completion(wc *verbs.WC)
+	// afterPoll runs after every poll, with or without completions
+	// (the responder issues queued RDMA Reads there).
+	afterPoll()
+	// waitCQ parks until the CQ has a completion or ctx ends.
+	waitCQ(ctx context.Context) error
+}
+
+func (e *endpoint) init(side string, log hclog.Logger, met rdmaFailedMetric, pool *Pool, deadLock sync.Locker, nilErr error) {
+	e.side, e.log, e.rdmaMet, e.pool, e.deadLock, e.nilErr = side, log, met, pool, deadLock, nilErr
+	e.life, e.kill = context.WithCancel(context.Background())
+	e.dead = e.life.Done()
+}
+
+// setupPool makes the connection a pool of its own on a PD of its own
+// when it was given none.
+func (e *endpoint) setupPool(dev verbs.Device) error {
+	if e.pool != nil {
+		return nil
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return fmt.Errorf("rdmarpc: %s: allocate PD: %w", e.side, err)
+	}
+	if e.pool, err = NewPool(pd, PoolConfig{}); err != nil {
+		pd.Close()
+		return err
+	}
+	e.ownPool = true
+	return nil
+}
+
+// releasePool closes a pool of the connection's own, once nothing is out
+// of it: a buffer still held (by a handler, a Result) keeps it, and its
+// mapping, alive.
+func (e *endpoint) releasePool() {
+	if e.ownPool && e.pool != nil && e.pool.InUse() == 0 {
+		e.pool.Close()
+		e.pool.pd.Close()
+	}
+}
+
+// peer is the remote address for logs ("" before the connection exists).
+func (e *endpoint) peer() string {
+	if e.qp == nil {
+		return ""
+	}
+	return e.qp.RemoteAddr().String()
+}
+
+// fail starts teardown once; err (or nilErr for nil) is what Err reports.
+func (e *endpoint) fail(err error) {
+	e.deadOnce.Do(func() {
+		if err == nil {
+			err = e.nilErr
+		}
+		e.deadLock.Lock()
+		e.errMu.Lock()
+		e.err = err
+		e.errMu.Unlock()
+		e.kill()
+		e.deadLock.Unlock()
+		if e.qp != nil {
+			e.qp.Disconnect()
+		}
+	})
+}
+
+func (e *endpoint) isDead() bool {
+	select {
+	case <-e.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is why the connection ended (nil while it runs, and for a
+// responder after Close).
+func (e *endpoint) Err() error {
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	return e.err
+}
+
+// qpErr is why the queue pair ended, wrapping both ErrConnClosed and the
+// provider's own error (errors.As finds, say, an *iwarp.TerminateError);
+// nil while the queue pair has not ended.
+func (e *endpoint) qpErr() error {
+	if err := e.qp.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConnClosed, err)
+	}
+	select {
+	case <-e.qp.Done():
+		return fmt.Errorf("%w: peer disconnected", ErrConnClosed)
+	default:
+		return nil
+	}
+}
+
+// postFailed ends the connection after PostSend refused what (a reply, a
+// call): the queue pair's own reason when it has one. It returns the
+// error recorded for it.
+func (e *endpoint) postFailed(what string, err error) error {
+	if qe := e.qpErr(); qe != nil {
+		err = qe
+	} else {
+		err = fmt.Errorf("%w: posting %s: %w", ErrConnClosed, what, err)
+	}
+	e.fail(err)
+	return err
+}
+
+// wcFailed tears the connection down on a failed work request. Flushes
+// after the connection has started going down are expected and quiet.
+func (e *endpoint) wcFailed(wc *verbs.WC) {
+	if isFlush(wc) && e.isDead() {
+		return
+	}
+	e.rdmaMet.RDMAFailed(wc.Op, wc.Status)
+	err := fmt.Errorf("%w: %w", ErrConnClosed, &verbs.CompletionError{Op: wc.Op, Status: wc.Status, ID: wc.ID})
+	if isFlush(wc) {
+		if qe := e.qpErr(); qe != nil {
+			err = qe
+		}
+	}
+	e.log.Warn("rpc-over-rdma connection torn down: work request failed", "peer", e.peer(),
+		"op", wc.Op.String(), "status", wc.Status.String())
+	e.fail(err)
+}
+
+// run owns the completion queue until the connection is dead: it polls a
+// batch, hands each completion to the engine, lets it work after every
+// poll, and parks in waitCQ when the queue is empty. The wait ends when a
+// completion arrives, ctx ends (the connection then ends with
+// ctx.Err()), the connection is failed (context.AfterFunc on life) or
+// the queue pair ends (the connection ends with qpErr). verbs.Conn
+// reports its end only as a channel, so that one watch is a goroutine;
+// it lives as long as run.
+func (e *endpoint) run(ctx context.Context, eng engine) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopLife := context.AfterFunc(e.life, cancel)
+	defer stopLife()
+	go func() {
+		select {
+		case <-e.qp.Done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	for {
+		n := e.cq.Poll(e.wcs[:])
+		for i := 0; i < n; i++ {
+			eng.completion(&e.wcs[i])
+		}
+		eng.afterPoll()
+		if n > 0 {
+			continue
+		}
+		if e.isDead() {
+			return
+		}
+		if err := eng.waitCQ(wctx); err != nil {
+			if ctx.Err() != nil {
+				e.fail(ctx.Err())
+			} else {
+				e.fail(e.qpErr())
+			}
+		}
+	}
+}
+
+// drainCQ, after the connection is dead, waits for the queue pair to
+// finish (10 s at most) and then dispatches the flushes of work requests
+// still out until pending says none are left (5 s at most).
+func (e *endpoint) drainCQ(eng engine, pending func() bool) {
+	select {
+	case <-e.qp.Done():
+	case <-time.After(10 * time.Second):
+		e.log.Warn("queue pair did not finish after disconnect", "peer", e.peer())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pending() && time.Now().Before(deadline) {
+		n := e.cq.Poll(e.wcs[:])
+		for i := 0; i < n; i++ {
+			eng.completion(&e.wcs[i])
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}

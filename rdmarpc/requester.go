@@ -60,20 +60,10 @@ type RequesterConfig struct {
 }
 
 func (c *RequesterConfig) setDefaults() {
-	if c.Credits <= 0 {
-		c.Credits = 128
-	}
-	if c.InlineSend <= 0 {
-		c.InlineSend = 4096
-	}
-	if c.InlineRecv <= 0 {
-		c.InlineRecv = 4096
-	}
+	engineDefaults(&c.Credits, &c.InlineSend, &c.InlineRecv, &c.Limits, &c.Logger)
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 10 * time.Second
 	}
-	c.Limits = c.Limits.withDefaults()
-	c.Logger = orNullLogger(c.Logger)
 	if c.Metrics == nil {
 		c.Metrics = nopResponderMetrics{}
 	}
@@ -189,19 +179,15 @@ const (
 
 // RequesterConn is an RPC-over-RDMA client connection.
 type RequesterConn struct {
-	cfg     RequesterConfig
-	log     hclog.Logger
-	met     RequesterMetrics
-	pool    *Pool
-	ownPool bool
-	pd      verbs.PD    // the connection's own protection domain
-	dom     *PoolDomain // the shared pool's keys in pd (nil with an own pool)
-	pdRefs  atomic.Int64
+	endpoint // pool, cq, qp, the connection's life (endpoint.go)
+	cfg      RequesterConfig
+	met      RequesterMetrics
+	pd       verbs.PD    // the connection's own protection domain
+	dom      *PoolDomain // the shared pool's keys in pd (nil with an own pool)
+	pdRefs   atomic.Int64
 	// Registrations revoked by the requester (LOCAL_INV in Linux) and by
 	// the responder's Send With Invalidate (InvalidateStats).
 	localInv, remoteInv atomic.Uint64
-	cq                  verbs.CQ
-	qp                  verbs.Conn
 
 	sendMax int
 	recvMax int
@@ -217,13 +203,9 @@ type RequesterConn struct {
 	sendsOut int      // Sends posted and not completed
 	drained  bool     // the loop has failed the calls in flight; no more
 
-	dead     chan struct{}
-	deadOnce sync.Once
-	err      error
 	loopDone chan struct{}
 	closeMu  sync.Mutex
 	closed   bool
-	wcs      [wcBatch]verbs.WC
 	bc       *rqBC // backward-direction calls (backchannel_requester.go)
 }
 
@@ -231,8 +213,9 @@ type RequesterConn struct {
 // RFC 8797 private data, and posts its receives before the first call.
 func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg RequesterConfig) (*RequesterConn, error) {
 	cfg.setDefaults()
-	c := &RequesterConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool, granted: 1,
-		wake: newNotifier(), wakeRes: newNotifier(), dead: make(chan struct{}), loopDone: make(chan struct{})}
+	c := &RequesterConn{cfg: cfg, met: cfg.Metrics, granted: 1,
+		wake: newNotifier(), wakeRes: newNotifier(), loopDone: make(chan struct{})}
+	c.endpoint.init("requester", cfg.Logger, cfg.Metrics, cfg.Pool, &c.mu, ErrConnClosed)
 	c.bcInit()
 	if err := c.setup(ctx, dev, addr); err != nil {
 		c.fail(err)
@@ -247,19 +230,14 @@ func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg Reque
 
 func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string) error {
 	cfg := &c.cfg
-	if c.pool == nil {
-		pd, err := dev.AllocPD()
-		if err != nil {
-			return fmt.Errorf("rdmarpc: requester: allocate PD: %w", err)
-		}
-		if c.pool, err = NewPool(pd, PoolConfig{}); err != nil {
-			pd.Close()
+	if c.pool != nil {
+		if err := c.ownPD(dev); err != nil {
 			return err
 		}
-		c.ownPool = true
-		c.pd = c.pool.pd
-	} else if err := c.ownPD(dev); err != nil {
+	} else if err := c.setupPool(dev); err != nil {
 		return err
+	} else {
+		c.pd = c.pool.pd
 	}
 	nrecv := cfg.Credits + recvExtra + c.bc.credits
 	nreq := 2 * cfg.Credits // a context waits for its Send completion after its reply
@@ -369,37 +347,6 @@ func (c *RequesterConn) Outstanding() int {
 // Done is closed when the connection has ended.
 func (c *RequesterConn) Done() <-chan struct{} { return c.dead }
 
-// Err is why the connection ended.
-func (c *RequesterConn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-func (c *RequesterConn) isDead() bool {
-	select {
-	case <-c.dead:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c *RequesterConn) fail(err error) {
-	c.deadOnce.Do(func() {
-		c.mu.Lock()
-		if err == nil {
-			err = ErrConnClosed
-		}
-		c.err = err
-		close(c.dead)
-		c.mu.Unlock()
-		if c.qp != nil {
-			c.qp.Disconnect()
-		}
-	})
-}
-
 // acquire takes a credit and a context, waiting while the grant is used
 // up, bounded by ctx.
 // Ordinary calls may use the grant less ReserveCredits (but at least
@@ -414,9 +361,8 @@ func (c *RequesterConn) acquire(ctx context.Context, reserved bool) (*reqCtxt, e
 	for {
 		c.mu.Lock()
 		if c.isDead() {
-			err := c.err
 			c.mu.Unlock()
-			return nil, err
+			return nil, c.Err()
 		}
 		limit := c.granted
 		if !reserved {
@@ -509,7 +455,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	if c.drained {
 		// The loop has already failed every call in flight; this one
 		// would never hear back.
-		err := c.err
+		err := c.Err()
 		c.mu.Unlock()
 		c.unregister(x)
 		x.releaseBufs()
@@ -528,11 +474,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		x.sendPending = false
 		c.sendsOut--
 		c.mu.Unlock()
-		if qe := c.qpErr(); qe != ErrConnClosed {
-			c.fail(qe)
-		} else {
-			c.fail(fmt.Errorf("%w: posting call: %v", ErrConnClosed, err))
-		}
+		c.postFailed("call", err)
 	} else {
 		c.met.CallSent(kind, inline, exposed)
 	}
@@ -597,46 +539,14 @@ func (c *RequesterConn) putLocked(x *reqCtxt) {
 // loop owns the completion queue: Send completions and replies.
 func (c *RequesterConn) loop() {
 	defer close(c.loopDone)
-	ctx, cancel := waitDone(context.Background(), c.qp)
-	defer cancel()
-	go func() {
-		select {
-		case <-c.dead:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for {
-		n := c.cq.Poll(c.wcs[:])
-		for i := 0; i < n; i++ {
-			c.completion(&c.wcs[i])
-		}
-		if n > 0 {
-			continue
-		}
-		if c.isDead() {
-			break
-		}
-		if err := c.cq.Wait(ctx); err != nil {
-			c.fail(c.qpErr())
-		}
-	}
+	c.run(context.Background(), c)
 	c.drain()
 }
 
-// qpErr is why the queue pair failed, wrapping ErrConnClosed; the bare
-// ErrConnClosed when it has not (yet) said.
-func (c *RequesterConn) qpErr() error {
-	if err := c.qp.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrConnClosed, err)
-	}
-	select {
-	case <-c.qp.Done():
-		return fmt.Errorf("%w: disconnected", ErrConnClosed)
-	default:
-		return ErrConnClosed
-	}
-}
+// afterPoll and waitCQ complete the engine interface (endpoint.go).
+func (c *RequesterConn) afterPoll() {}
+
+func (c *RequesterConn) waitCQ(ctx context.Context) error { return c.cq.Wait(ctx) }
 
 func (c *RequesterConn) completion(wc *verbs.WC) {
 	idx := int(wc.ID & wrIndexMask)
@@ -688,43 +598,15 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 	}
 }
 
-func (c *RequesterConn) wcFailed(wc *verbs.WC) {
-	if isFlush(wc) && c.isDead() {
-		return
-	}
-	c.met.RDMAFailed(wc.Op, wc.Status)
-	c.log.Warn("rpc-over-rdma connection torn down: work request failed", "op", wc.Op.String(), "status", wc.Status.String())
-	err := fmt.Errorf("%w: %w", ErrConnClosed, &verbs.CompletionError{Op: wc.Op, Status: wc.Status, ID: wc.ID})
-	if isFlush(wc) {
-		err = c.qpErr()
-	}
-	c.fail(err)
-}
-
 // drain fails every call still waiting, waits for the queue pair, and
 // frees what no caller holds. Loop goroutine.
 func (c *RequesterConn) drain() {
 	c.met.ConnDown(c.Err())
-	select {
-	case <-c.qp.Done():
-	case <-time.After(10 * time.Second):
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	c.drainCQ(c, func() bool {
 		c.mu.Lock()
-		out := c.sendsOut
-		c.mu.Unlock()
-		if out == 0 || time.Now().After(deadline) {
-			break
-		}
-		n := c.cq.Poll(c.wcs[:])
-		for i := 0; i < n; i++ {
-			c.completion(&c.wcs[i])
-		}
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
+		defer c.mu.Unlock()
+		return c.sendsOut > 0
+	})
 	err := c.Err()
 	var abandoned []*reqCtxt
 	c.mu.Lock()
@@ -792,10 +674,7 @@ func (c *RequesterConn) release() {
 	if c.cq != nil {
 		c.cq.Close()
 	}
-	if c.ownPool && c.pool != nil && c.pool.InUse() == 0 {
-		c.pool.Close()
-		c.pool.pd.Close()
-	}
+	c.releasePool()
 	if c.dom != nil {
 		c.putPD()
 	}

@@ -116,20 +116,10 @@ type ResponderEvents interface {
 }
 
 func (c *ResponderConfig) setDefaults() {
-	if c.Credits <= 0 {
-		c.Credits = 128
-	}
-	if c.InlineRecv <= 0 {
-		c.InlineRecv = 4096
-	}
-	if c.InlineSend <= 0 {
-		c.InlineSend = 4096
-	}
+	engineDefaults(&c.Credits, &c.InlineSend, &c.InlineRecv, &c.Limits, &c.Logger)
 	if c.MaxReadsOutstanding <= 0 {
 		c.MaxReadsOutstanding = 16
 	}
-	c.Limits = c.Limits.withDefaults()
-	c.Logger = orNullLogger(c.Logger)
 	if c.Metrics == nil {
 		c.Metrics = nopResponderMetrics{}
 	}
@@ -162,15 +152,11 @@ type Handler interface {
 
 // ResponderConn is one RPC-over-RDMA connection served by rdmagw.
 type ResponderConn struct {
-	cfg     ResponderConfig
-	log     hclog.Logger
-	met     ResponderMetrics
-	pool    *Pool
-	ownPool bool
-	pd      verbs.PD
-	cq      verbs.CQ
-	srq     verbs.SRQ
-	qp      verbs.Conn
+	endpoint // pool, cq, qp, the connection's life (endpoint.go)
+	cfg      ResponderConfig
+	met      ResponderMetrics
+	pd       verbs.PD
+	srq      verbs.SRQ
 
 	sendMax   int // inline threshold for replies, after RFC 8797
 	recvMax   int
@@ -209,21 +195,13 @@ type ResponderConn struct {
 	readSGE    [1]verbs.SGE
 	// readsPeak is the most RDMA Reads ever in flight at once.
 	readsPeak atomic.Int32
-	wcs       [wcBatch]verbs.WC
 	handler   Handler
 	bc        *bcState // backward-direction calls (backchannel.go)
 
-	dead     chan struct{} // closed when the connection is going down
-	deadOnce sync.Once
-	errMu    sync.Mutex
-	err      error
-
-	serving  atomic.Bool
-	stop     chan struct{} // Close asks Serve to stop
-	stopOnce sync.Once
-	served   chan struct{} // closed when Serve has returned
-	closeMu  sync.Mutex
-	closed   bool
+	serving atomic.Bool
+	served  chan struct{} // closed when Serve has returned
+	closeMu sync.Mutex
+	closed  bool
 }
 
 // AcceptResponder serves one connection request: it allocates the
@@ -233,10 +211,10 @@ type ResponderConn struct {
 // with Serve.
 func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfig) (*ResponderConn, error) {
 	cfg.setDefaults()
-	c := &ResponderConn{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, pool: cfg.Pool,
-		dead: make(chan struct{}), stop: make(chan struct{}), served: make(chan struct{}),
+	c := &ResponderConn{cfg: cfg, met: cfg.Metrics, served: make(chan struct{}),
 		sendWake: newNotifier(), maxSGE: defaultMaxSGE,
 		callQuota: NewQuota(int64(cfg.MaxCallBytes), cfg.CallQuota)}
+	c.endpoint.init("responder", cfg.Logger, cfg.Metrics, cfg.Pool, &c.recvMu, nil)
 	c.bcInit()
 	if err := c.setup(req, dev); err != nil {
 		req.Reject(nil)
@@ -249,16 +227,8 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 
 func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	cfg := &c.cfg
-	if c.pool == nil {
-		pd, err := dev.AllocPD()
-		if err != nil {
-			return fmt.Errorf("rdmarpc: responder: allocate PD: %w", err)
-		}
-		if c.pool, err = NewPool(pd, PoolConfig{}); err != nil {
-			pd.Close()
-			return err
-		}
-		c.ownPool = true
+	if err := c.setupPool(dev); err != nil {
+		return err
 	}
 	c.pd = c.pool.pd
 
@@ -336,12 +306,7 @@ func (c *ResponderConn) Pool() *Pool { return c.pool }
 func (c *ResponderConn) InlineSend() int { return c.sendMax }
 
 // RemoteAddr is the peer's address.
-func (c *ResponderConn) RemoteAddr() string {
-	if c.qp == nil {
-		return ""
-	}
-	return c.qp.RemoteAddr().String()
-}
+func (c *ResponderConn) RemoteAddr() string { return c.peer() }
 
 // Outstanding is the number of calls received and not yet answered.
 func (c *ResponderConn) Outstanding() int { return int(c.outstanding.Load()) }
@@ -360,46 +325,21 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 	}
 	defer close(c.served)
 	c.handler = h
-	wctx, cancel := waitDone(ctx, c.qp)
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-wctx.Done():
-		}
-	}()
 	if c.cfg.ReplyTimeout > 0 || c.cfg.IdleTimeout > 0 {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		go c.watch(wctx)
 	}
-	for {
-		n := c.cq.Poll(c.wcs[:])
-		for i := 0; i < n; i++ {
-			c.completion(&c.wcs[i])
-		}
-		c.retryMemory()
-		c.issueReads()
-		if n > 0 {
-			continue
-		}
-		if c.isDead() {
-			break
-		}
-		if err := c.waitCQ(wctx); err != nil {
-			select {
-			case <-c.stop:
-				c.fail(nil)
-			default:
-				if ctx.Err() != nil {
-					c.fail(ctx.Err())
-				} else {
-					c.fail(c.qpErr())
-				}
-			}
-		}
-	}
+	c.run(ctx, c)
 	c.drain()
 	return c.Err()
+}
+
+// afterPoll retries calls waiting for memory and issues queued RDMA
+// Reads (the engine interface). Serve goroutine only.
+func (c *ResponderConn) afterPoll() {
+	c.retryMemory()
+	c.issueReads()
 }
 
 // waitCQ waits for a completion. While calls wait for memory it wakes up
@@ -471,19 +411,6 @@ func (c *ResponderConn) oldestSend(now time.Time) (*sendCtxt, time.Duration) {
 	return old, now.Sub(time.Unix(0, oldest))
 }
 
-// qpErr is why the queue pair ended, as an error wrapping ErrConnClosed.
-func (c *ResponderConn) qpErr() error {
-	if err := c.qp.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrConnClosed, err)
-	}
-	select {
-	case <-c.qp.Done():
-		return fmt.Errorf("%w: peer disconnected", ErrConnClosed)
-	default:
-		return nil
-	}
-}
-
 // completion dispatches one work completion. Serve goroutine only.
 func (c *ResponderConn) completion(wc *verbs.WC) {
 	idx := int(wc.ID & wrIndexMask)
@@ -526,76 +453,13 @@ func (c *ResponderConn) completion(wc *verbs.WC) {
 	}
 }
 
-// wcFailed tears the connection down on a failed work request. Flushes
-// after the connection has started going down are expected and quiet.
-func (c *ResponderConn) wcFailed(wc *verbs.WC) {
-	if isFlush(wc) && c.isDead() {
-		return
-	}
-	c.met.RDMAFailed(wc.Op, wc.Status)
-	err := fmt.Errorf("%w: %w", ErrConnClosed, &verbs.CompletionError{Op: wc.Op, Status: wc.Status, ID: wc.ID})
-	if isFlush(wc) {
-		if qe := c.qpErr(); qe != nil {
-			err = qe
-		}
-	}
-	c.log.Warn("rpc-over-rdma connection torn down: work request failed", "peer", c.RemoteAddr(),
-		"op", wc.Op.String(), "status", wc.Status.String())
-	c.fail(err)
-}
-
-// fail starts teardown once; err is what Err and Serve report.
-func (c *ResponderConn) fail(err error) {
-	c.deadOnce.Do(func() {
-		c.errMu.Lock()
-		c.err = err
-		c.errMu.Unlock()
-		c.recvMu.Lock()
-		close(c.dead)
-		c.recvMu.Unlock()
-		if c.qp != nil {
-			c.qp.Disconnect()
-		}
-	})
-}
-
-func (c *ResponderConn) isDead() bool {
-	select {
-	case <-c.dead:
-		return true
-	default:
-		return false
-	}
-}
-
-// Err is why the connection ended (nil while it runs or after Close).
-func (c *ResponderConn) Err() error {
-	c.errMu.Lock()
-	defer c.errMu.Unlock()
-	return c.err
-}
-
 // drain waits for the queue pair to finish, collects the flushes of work
 // requests still out, and returns to the pool every buffer the engine
 // still holds: posted receives, calls that were still pulling Read
 // chunks, and send contexts. Calls with the handler keep theirs until it
 // answers them. Serve goroutine only.
 func (c *ResponderConn) drain() {
-	select {
-	case <-c.qp.Done():
-	case <-time.After(10 * time.Second):
-		c.log.Warn("queue pair did not finish after disconnect", "peer", c.RemoteAddr())
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for (c.inFlight.Load() > 0 || c.readsOut > 0) && time.Now().Before(deadline) {
-		n := c.cq.Poll(c.wcs[:])
-		for i := 0; i < n; i++ {
-			c.completion(&c.wcs[i])
-		}
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
+	c.drainCQ(c, func() bool { return c.inFlight.Load() > 0 || c.readsOut > 0 })
 	// Calls that were still reading never reached the handler.
 	for _, call := range c.readQ {
 		c.abortCall(call)
@@ -642,8 +506,7 @@ func (c *ResponderConn) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.fail(nil)
-	c.stopOnce.Do(func() { close(c.stop) })
+	c.fail(nil) // also wakes Serve's wait (endpoint.run)
 	if c.serving.Load() {
 		<-c.served
 	} else if !c.serving.CompareAndSwap(false, true) {
@@ -691,10 +554,5 @@ func (c *ResponderConn) release() {
 	if c.cq != nil {
 		c.cq.Close()
 	}
-	// A pool of our own goes when nothing is out of it; a call still with
-	// the handler keeps it (and its mapping) alive.
-	if c.ownPool && c.pool != nil && c.pool.InUse() == 0 {
-		c.pool.Close()
-		c.pool.pd.Close()
-	}
+	c.releasePool()
 }

@@ -409,11 +409,7 @@ func (c *ResponderConn) issueReads() {
 			Signal: true, RemoteAddr: s.Offset, RKey: s.Handle}
 		if err := c.qp.PostSend(&c.readWR); err != nil {
 			c.sq.put(1)
-			if qe := c.qpErr(); qe != nil {
-				c.fail(qe)
-			} else {
-				c.fail(fmt.Errorf("%w: posting RDMA Read: %v", ErrConnClosed, err))
-			}
+			c.postFailed("RDMA Read", err)
 			return
 		}
 		c.readsOut++

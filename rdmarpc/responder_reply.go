@@ -248,13 +248,7 @@ func (c *ResponderConn) post(s *sendCtxt) error {
 		c.sq.put(s.slots)
 		s.slots = 0
 		c.putSend(s)
-		if qe := c.qpErr(); qe != nil {
-			err = qe
-		} else {
-			err = fmt.Errorf("%w: posting reply: %v", ErrConnClosed, err)
-		}
-		c.fail(err)
-		return err
+		return c.postFailed("reply", err)
 	}
 	return nil
 }

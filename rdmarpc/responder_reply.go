@@ -42,6 +42,7 @@ type sendCtxt struct {
 	rng   [][2]int // SGL of wrs[i] is sges[rng[i][0]:rng[i][1]]
 	sges  []verbs.SGE
 	src   []verbs.SGE // scratch: the local side of one chunk's Writes
+	chunk []int       // Write chunk of each reply piece, -1 if none (pairReply)
 	bufs  []*Buffer   // released when the Send completes
 	slots int
 	// posted is when the chain was posted (UnixNano; 0: not in flight),
@@ -417,158 +418,224 @@ func (s *sendCtxt) takeOwnership(call *Call, msg *Message) {
 
 // buildReply fills s with the reply's chain. It returns the reply kind and
 // the bytes RDMA-written, or an error that calls for ERR_CHUNK; s owns
-// msg's buffers either way.
+// msg's buffers either way. The steps: pair items with Write chunks
+// (pairReply, the one place the RFC 8267 rule is applied), choose inline
+// or the Reply chunk (placeReply), take staging memory for unregistered
+// data, emit the Writes into Write chunks and, for a Long reply, into the
+// Reply chunk, then the header and inline content and the Send.
 func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (ReplyKind, int, error) {
 	ch := &call.Header
 	s.takeOwnership(call, msg)
 	h := &s.hdr
-	h.Init(ch.XID, c.grantFor(ch.Credit), ProcMsg)
+	initReplyHeader(h, ch, c.grantFor(ch.Credit))
+	l, err := s.pairReply(ch, msg)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := c.placeReply(h, ch, &l); err != nil {
+		return 0, 0, err
+	}
+	st, err := c.stage(s, l.staging())
+	if err != nil {
+		return 0, 0, err
+	}
+	written := s.appendItemWrites(ch, h, msg, &st, c.maxSGE)
+	if l.longReply {
+		s.appendReplyChunkWrites(ch, h, msg, &st, c.maxSGE)
+		written += l.inline
+	}
+	if len(s.wrs)+1 > c.sqDepth {
+		return 0, 0, errTooManyWRs
+	}
+	hlen := h.EncodedLen()
+	if _, err := h.Encode(s.buf.Bytes[:hlen]); err != nil {
+		return 0, 0, err
+	}
+	sendLen := hlen
+	if !l.longReply {
+		sendLen = s.copyInline(msg, hlen)
+	}
+	c.appendSend(s, sendLen, ch)
+	if l.longReply {
+		return ReplyReplyChunk, written, nil
+	}
+	return ReplyInline, written, nil
+}
+
+// replyLayout is the sizes of a reply once its items are paired.
+type replyLayout struct {
+	// inline is the RPC reply less the items placed in Write chunks (an
+	// item that stays inline counts with its XDR pad): what goes inline,
+	// or into the Reply chunk.
+	inline int
+	// ddpCopy is the bytes of items bound for Write chunks that have no
+	// registered Buffer; inlineCopy those of the inline part (every
+	// inline item counted with its pad) that must be staged when the
+	// reply goes into the Reply chunk.
+	ddpCopy, inlineCopy int
+	// longReply: the reply goes into the Reply chunk (RDMA_NOMSG).
+	longReply bool
+}
+
+// staging is the staging memory the layout needs: inline content of an
+// inline reply is copied into the Send buffer instead.
+func (l *replyLayout) staging() int {
+	if l.longReply {
+		return l.ddpCopy + l.inlineCopy
+	}
+	return l.ddpCopy
+}
+
+// initReplyHeader starts the reply header: RDMA_MSG, the call's Write
+// list echoed with every segment length zero (the Writes fill them in).
+func initReplyHeader(h *Header, ch *Header, credit uint32) {
+	h.Init(ch.XID, credit, ProcMsg)
 	for k := range ch.Writes {
 		h.AppendWriteChunk(ch.Writes[k]...)
 		for i := range h.Writes[k] {
 			h.Writes[k][i].Length = 0
 		}
 	}
+}
 
-	// Pairing and sizes, before anything is built.
-	inlineLen, staging, item := 0, 0, 0
+// pairReply applies RFC 8267 §6.4.1 once: the k-th item of msg goes into
+// the k-th Write chunk when the call offered one with room, else inline.
+// s.chunk[i] records the Write chunk of piece i (-1: not DDP'd); every
+// later step reads it. An item larger than its chunk is an error.
+func (s *sendCtxt) pairReply(ch *Header, msg *Message) (replyLayout, error) {
+	var l replyLayout
+	s.chunk = s.chunk[:0]
+	item := 0
 	for i := range msg.Pieces {
 		p := &msg.Pieces[i]
-		if !p.Item {
-			inlineLen += len(p.Data)
+		k := -1
+		if p.Item {
+			if item < len(ch.Writes) && ch.Writes[item].Len() > 0 {
+				k = item
+			}
+			item++
+		}
+		s.chunk = append(s.chunk, k)
+		switch n := len(p.Data); {
+		case k >= 0:
+			if uint64(n) > ch.Writes[k].Len() {
+				return l, fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
+					errWriteChunkTooSmall, k, n, k, ch.Writes[k].Len())
+			}
 			if p.Buf == nil {
-				staging += len(p.Data)
+				l.ddpCopy += n
 			}
-			continue
-		}
-		k := item
-		item++
-		if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
-			if uint64(len(p.Data)) > ch.Writes[k].Len() {
-				return 0, 0, fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
-					errWriteChunkTooSmall, k, len(p.Data), k, ch.Writes[k].Len())
-			}
+		case p.Item:
+			l.inline += n + padLen(n)
+			l.inlineCopy += n + padLen(n)
+		default:
+			l.inline += n
 			if p.Buf == nil {
-				staging += len(p.Data)
-			}
-			continue
-		}
-		inlineLen += len(p.Data) + padLen(len(p.Data))
-		staging += len(p.Data) + padLen(len(p.Data))
-	}
-	useReply := false
-	if h.EncodedLen()+inlineLen > c.sendMax {
-		if !ch.HasReply || ch.Reply.Len() < uint64(inlineLen) {
-			return 0, 0, fmt.Errorf("%w: %d bytes inline, threshold %d, Reply chunk %d",
-				errReplyTooLarge, inlineLen, c.sendMax, ch.Reply.Len())
-		}
-		h.Proc = ProcNoMsg
-		h.SetReplyChunk(ch.Reply...)
-		for i := range h.Reply {
-			h.Reply[i].Length = 0
-		}
-		if h.EncodedLen() > c.sendMax {
-			return 0, 0, fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, h.EncodedLen())
-		}
-		useReply = true
-	}
-	if !useReply {
-		staging = 0 // inline content is copied into the Send buffer
-		for i := range msg.Pieces {
-			if p := &msg.Pieces[i]; p.Item && p.Buf == nil {
-				staging += len(p.Data) // only DDP items among these need it
+				l.inlineCopy += n
 			}
 		}
 	}
-	var stage *Buffer
-	if staging > 0 {
-		if staging > c.pool.MaxSize() {
-			return 0, 0, errStagingTooLarge
-		}
-		b, err := c.pool.Get(staging)
-		if err != nil {
-			return 0, 0, fmt.Errorf("staging buffer: %w", err)
-		}
-		stage = b
-		s.own(b)
-	}
-	st := stager{b: stage}
+	return l, nil
+}
 
-	// RDMA Writes for the items that go into Write chunks.
+// placeReply decides between an inline reply and the Reply chunk
+// (RDMA_NOMSG, the Reply chunk echoed with zero lengths into h); neither
+// fitting is an error.
+func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout) error {
+	if h.EncodedLen()+l.inline <= c.sendMax {
+		return nil
+	}
+	if !ch.HasReply || ch.Reply.Len() < uint64(l.inline) {
+		return fmt.Errorf("%w: %d bytes inline, threshold %d, Reply chunk %d",
+			errReplyTooLarge, l.inline, c.sendMax, ch.Reply.Len())
+	}
+	h.Proc = ProcNoMsg
+	h.SetReplyChunk(ch.Reply...)
+	for i := range h.Reply {
+		h.Reply[i].Length = 0
+	}
+	if h.EncodedLen() > c.sendMax {
+		return fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, h.EncodedLen())
+	}
+	l.longReply = true
+	return nil
+}
+
+// stage takes a staging buffer of n bytes (none for 0), owned by s.
+func (c *ResponderConn) stage(s *sendCtxt, n int) (stager, error) {
+	if n == 0 {
+		return stager{}, nil
+	}
+	if n > c.pool.MaxSize() {
+		return stager{}, errStagingTooLarge
+	}
+	b, err := c.pool.Get(n)
+	if err != nil {
+		return stager{}, fmt.Errorf("staging buffer: %w", err)
+	}
+	s.own(b)
+	return stager{b: b}, nil
+}
+
+// appendItemWrites emits the RDMA Writes of the items paired with Write
+// chunks and returns the bytes they write.
+func (s *sendCtxt) appendItemWrites(ch, h *Header, msg *Message, st *stager, maxSGE int) int {
 	written := 0
-	item = 0
 	for i := range msg.Pieces {
 		p := &msg.Pieces[i]
-		if !p.Item {
-			continue
-		}
-		k := item
-		item++
-		if k >= len(ch.Writes) || ch.Writes[k].Len() == 0 || len(p.Data) == 0 {
+		k := s.chunk[i]
+		if k < 0 || len(p.Data) == 0 {
 			continue
 		}
 		s.src = append(s.src[:0], st.sge(p))
-		s.appendWrites(s.src, ch.Writes[k], h.Writes[k], c.maxSGE)
+		s.appendWrites(s.src, ch.Writes[k], h.Writes[k], maxSGE)
 		written += len(p.Data)
 	}
-	hlen := h.EncodedLen()
-	sendLen := hlen
-	if useReply {
-		// The rest of the reply, DDP'd items left out (their length words
-		// stay), gathered from registered pieces and the staging buffer.
-		s.src = s.src[:0]
-		item = 0
-		for i := range msg.Pieces {
-			p := &msg.Pieces[i]
-			if p.Item {
-				k := item
-				item++
-				if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
-					continue
-				}
-			}
-			s.src = st.appendSGEs(s.src, p)
+	return written
+}
+
+// appendReplyChunkWrites emits the Writes of a Long reply: the reply with
+// DDP'd items left out (their length words stay), gathered from
+// registered pieces and the staging buffer, into the Reply chunk.
+func (s *sendCtxt) appendReplyChunkWrites(ch, h *Header, msg *Message, st *stager, maxSGE int) {
+	s.src = s.src[:0]
+	for i := range msg.Pieces {
+		if s.chunk[i] < 0 {
+			s.src = st.appendSGEs(s.src, &msg.Pieces[i])
 		}
-		s.appendWrites(s.src, ch.Reply, h.Reply, c.maxSGE)
-		written += inlineLen
 	}
-	if len(s.wrs)+1 > c.sqDepth {
-		return 0, 0, errTooManyWRs
-	}
-	if _, err := h.Encode(s.buf.Bytes[:hlen]); err != nil {
-		return 0, 0, err
-	}
-	if !useReply {
-		off := hlen
-		item = 0
-		for i := range msg.Pieces {
-			p := &msg.Pieces[i]
-			if p.Item {
-				k := item
-				item++
-				if k < len(ch.Writes) && ch.Writes[k].Len() > 0 {
-					continue
-				}
-				off += copy(s.buf.Bytes[off:], p.Data)
-				n := padLen(len(p.Data))
-				clear(s.buf.Bytes[off : off+n])
-				off += n
-				continue
-			}
-			off += copy(s.buf.Bytes[off:], p.Data)
+	s.appendWrites(s.src, ch.Reply, h.Reply, maxSGE)
+}
+
+// copyInline copies the inline part of the reply (items not DDP'd with
+// their XDR pad) into the Send buffer after the off bytes of header and
+// returns the Send's length.
+func (s *sendCtxt) copyInline(msg *Message, off int) int {
+	b := s.buf.Bytes
+	for i := range msg.Pieces {
+		p := &msg.Pieces[i]
+		if s.chunk[i] >= 0 {
+			continue
 		}
-		sendLen = off
+		off += copy(b[off:], p.Data)
+		if p.Item {
+			n := padLen(len(p.Data))
+			clear(b[off : off+n])
+			off += n
+		}
 	}
+	return off
+}
+
+// appendSend ends the chain with the signaled Send of the first sendLen
+// bytes of s.buf, with Invalidate when the call allows (responder_inv.go).
+func (c *ResponderConn) appendSend(s *sendCtxt, sendLen int, ch *Header) {
 	start := len(s.sges)
 	s.sges = append(s.sges, s.buf.SGE(0, sendLen))
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, start, 0, 0)
 	s.wrs[len(s.wrs)-1].Signal = true
 	s.slots = len(s.wrs)
-	c.setInvalidate(&s.wrs[len(s.wrs)-1], ch) // responder_inv.go
-	if useReply {
-		return ReplyReplyChunk, written, nil
-	}
-	return ReplyInline, written, nil
+	c.setInvalidate(&s.wrs[len(s.wrs)-1], ch)
 }
 
 // stager hands out local scatter/gather elements for reply pieces:

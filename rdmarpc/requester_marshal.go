@@ -21,109 +21,149 @@ import (
 // uses the offset of the page list in the xdr_buf). The round-up of an
 // item is neither sent in its chunk nor inline: the responder supplies it.
 
-// marshal builds x's transport header, registrations and Send.
+// marshal builds x's transport header, registrations and Send, in the
+// first of the three forms above that fits.
 func (c *RequesterConn) marshal(x *reqCtxt, msg *Message, plan *ReplyPlan) (kind CallKind, inline, exposed int, err error) {
-	x.resetReg()
-	if x.sendBuf == nil {
-		if x.sendBuf, err = c.pool.Get(c.sendMax); err != nil {
-			return 0, 0, 0, err
-		}
-	}
-	h := &x.hdr
-	h.Init(msg.XID, uint32(c.cfg.Credits), ProcMsg)
-	if err := c.offerReplyRoom(x, plan); err != nil {
+	if err := c.beginCall(x, msg, plan); err != nil {
 		return 0, 0, 0, err
 	}
-	total := msg.Len()
-	if h.EncodedLen()+total <= c.sendMax {
-		n := h.EncodedLen()
-		if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
-			return 0, 0, 0, err
-		}
-		n += msg.Flatten(x.sendBuf.Bytes[n:])
-		x.setSend(n)
-		return CallInline, n, 0, nil
+	h := &x.hdr
+	if h.EncodedLen()+msg.Len() <= c.sendMax {
+		n, err := x.sendInline(msg)
+		return CallInline, n, 0, err
 	}
+	rest, exposed, err := c.exposeItems(x, msg)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if h.EncodedLen()+len(x.segs)*(4+readSegmentSize)+rest <= c.sendMax {
+		n, err := x.sendWithReadChunks(msg)
+		return CallReadChunk, n, exposed, err
+	}
+	n, err := c.sendLong(x, msg, rest)
+	return CallLong, n, exposed + rest, err
+}
 
-	// Items into Read chunks; the rest is what stays "inline".
-	pos, rest := 0, 0
+// beginCall resets x for a new call: its Send buffer, a header with our
+// credit request, and the reply room plan offers.
+func (c *RequesterConn) beginCall(x *reqCtxt, msg *Message, plan *ReplyPlan) error {
+	x.resetReg()
+	if x.sendBuf == nil {
+		b, err := c.pool.Get(c.sendMax)
+		if err != nil {
+			return err
+		}
+		x.sendBuf = b
+	}
+	x.hdr.Init(msg.XID, uint32(c.cfg.Credits), ProcMsg)
+	return c.offerReplyRoom(x, plan)
+}
+
+// sendInline: RDMA_MSG with the whole message after the header.
+func (x *reqCtxt) sendInline(msg *Message) (int, error) {
+	n := x.hdr.EncodedLen()
+	if _, err := x.hdr.Encode(x.sendBuf.Bytes[:n]); err != nil {
+		return 0, err
+	}
+	n += msg.Flatten(x.sendBuf.Bytes[n:])
+	x.setSend(n)
+	return n, nil
+}
+
+// exposeItems registers every non-empty item for remote Read and records
+// it in x.segs at its XDR Position. It returns the bytes of the call
+// outside those items (what stays to be sent) and the bytes exposed.
+func (c *RequesterConn) exposeItems(x *reqCtxt, msg *Message) (rest, exposed int, err error) {
+	pos := 0
 	for i := range msg.Pieces {
 		p := &msg.Pieces[i]
-		if !p.Item || len(p.Data) == 0 {
+		if !isReadItem(p) {
 			pos += len(p.Data)
 			rest += len(p.Data)
 			continue
 		}
 		if pos&3 != 0 {
-			return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: item at stream offset %d is not XDR-aligned", msg.XID, pos)
+			return 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: item at stream offset %d is not XDR-aligned", msg.XID, pos)
 		}
 		data, err := x.registrable(c, p)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		seg, err := x.expose(data, verbs.AccessRemoteRead)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, err
 		}
 		x.segs = append(x.segs, ReadSegment{Position: uint32(pos), Segment: seg})
 		exposed += len(p.Data)
 		pos += len(p.Data) + padLen(len(p.Data))
 	}
-	dataLen := h.EncodedLen() + len(x.segs)*(4+readSegmentSize)
-	if dataLen+rest <= c.sendMax {
-		for _, s := range x.segs {
-			h.AppendReadSegment(s.Position, s.Segment)
-		}
-		n := h.EncodedLen()
-		if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
-			return 0, 0, 0, err
-		}
-		for i := range msg.Pieces {
-			if p := &msg.Pieces[i]; !p.Item || len(p.Data) == 0 {
-				n += copy(x.sendBuf.Bytes[n:], p.Data)
-			}
-		}
-		x.setSend(n)
-		return CallReadChunk, n, exposed, nil
-	}
+	return rest, exposed, nil
+}
 
-	// Long call: the rest goes by RDMA Read from one staging copy.
+// isReadItem reports a piece that goes in a Read chunk of its own.
+func isReadItem(p *Piece) bool { return p.Item && len(p.Data) > 0 }
+
+// copyRest copies the pieces that are not Read chunks into dst.
+func copyRest(dst []byte, msg *Message) int {
+	n := 0
+	for i := range msg.Pieces {
+		if p := &msg.Pieces[i]; !isReadItem(p) {
+			n += copy(dst[n:], p.Data)
+		}
+	}
+	return n
+}
+
+// sendWithReadChunks: RDMA_MSG with the items' Read chunks in the header
+// and the rest of the message inline.
+func (x *reqCtxt) sendWithReadChunks(msg *Message) (int, error) {
+	h := &x.hdr
+	for _, s := range x.segs {
+		h.AppendReadSegment(s.Position, s.Segment)
+	}
+	n := h.EncodedLen()
+	if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
+		return 0, err
+	}
+	n += copyRest(x.sendBuf.Bytes[n:], msg)
+	x.setSend(n)
+	return n, nil
+}
+
+// sendLong: RDMA_NOMSG, the rest of the message (rest bytes) copied into
+// one staging buffer offered as the Position-Zero Read chunk, the items
+// still in their own Read chunks.
+func (c *RequesterConn) sendLong(x *reqCtxt, msg *Message, rest int) (int, error) {
 	if rest > c.pool.MaxSize() {
-		return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: %d bytes of call outside its items exceed the largest pool buffer (%d)", msg.XID, rest, c.pool.MaxSize())
+		return 0, fmt.Errorf("rdmarpc: xid 0x%08x: %d bytes of call outside its items exceed the largest pool buffer (%d)", msg.XID, rest, c.pool.MaxSize())
 	}
 	b, err := c.pool.Get(rest)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, err
 	}
 	x.stage = append(x.stage, b)
-	off := 0
-	for i := range msg.Pieces {
-		if p := &msg.Pieces[i]; !p.Item || len(p.Data) == 0 {
-			off += copy(b.Bytes[off:], p.Data)
-		}
-	}
+	copyRest(b.Bytes, msg)
+	h := &x.hdr
 	h.Proc = ProcNoMsg
+	var seg Segment
 	if rest > 0 {
-		seg, err := x.expose(b.Bytes[:rest], verbs.AccessRemoteRead)
-		if err != nil {
-			return 0, 0, 0, err
+		if seg, err = x.expose(b.Bytes[:rest], verbs.AccessRemoteRead); err != nil {
+			return 0, err
 		}
-		h.AppendReadSegment(0, seg)
-	} else {
-		h.AppendReadSegment(0, Segment{})
 	}
+	h.AppendReadSegment(0, seg)
 	for _, s := range x.segs {
 		h.AppendReadSegment(s.Position, s.Segment)
 	}
 	n := h.EncodedLen()
 	if n > c.sendMax {
-		return 0, 0, 0, fmt.Errorf("rdmarpc: xid 0x%08x: transport header of %d bytes exceeds the inline threshold %d", msg.XID, n, c.sendMax)
+		return 0, fmt.Errorf("rdmarpc: xid 0x%08x: transport header of %d bytes exceeds the inline threshold %d", msg.XID, n, c.sendMax)
 	}
 	if _, err := h.Encode(x.sendBuf.Bytes[:n]); err != nil {
-		return 0, 0, 0, err
+		return 0, err
 	}
 	x.setSend(n)
-	return CallLong, n, exposed + rest, nil
+	return n, nil
 }
 
 // registrable returns p's bytes in registered memory: in place when p

@@ -128,13 +128,6 @@ func (m *connMetrics) ErrorSent(code rdmarpc.ErrorCode) {
 	}
 }
 
-// ResponderEvent passes the engine's optional events on (rdmarpc.ResponderEvents).
-func (m *connMetrics) ResponderEvent(ev rdmarpc.ResponderEvent) {
-	if e, ok := m.ResponderMetrics.(rdmarpc.ResponderEvents); ok {
-		e.ResponderEvent(ev)
-	}
-}
-
 func (m *connMetrics) Dropped(reason rdmarpc.DropReason) {
 	m.ResponderMetrics.Dropped(reason)
 	m.events.event("message_dropped_"+reason.String(), "message from the client dropped without an answer", m.peer, "reason", reason.String())

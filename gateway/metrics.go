@@ -336,12 +336,8 @@ func (m *Metrics) Dropped(reason rdmarpc.DropReason) {
 	m.engineDrops.WithLabelValues(reason.String()).Inc()
 }
 
-// ResponderEvent counts an engine event (rdmarpc.ResponderEvents).
-func (m *Metrics) ResponderEvent(ev rdmarpc.ResponderEvent) {
-	if ev == rdmarpc.EventMemoryWait {
-		m.memoryWaits.Inc()
-	}
-}
+// MemoryWait counts calls beginning to wait for Read chunk memory.
+func (m *Metrics) MemoryWait() { m.memoryWaits.Inc() }
 
 // RDMAFailed counts a failed work request.
 func (m *Metrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {

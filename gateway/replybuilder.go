@@ -182,9 +182,8 @@ func (b *replyBuilder) chunkAhead(pc *pendingCall, k int) bool {
 	if pc.call == nil {
 		return false
 	}
-	ws := pc.call.Header.Writes
-	for ; k < len(ws); k++ {
-		if ws[k].Len() > 0 {
+	for ; k < pc.call.WriteChunks(); k++ {
+		if pc.call.WriteChunkLen(k) > 0 {
 			return true
 		}
 	}

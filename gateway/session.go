@@ -204,7 +204,7 @@ func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) er
 // drop abandons a call that will get no reply.
 func (s *session) drop(call *rdmarpc.Call, reason string) {
 	s.met.callDropped(reason)
-	s.met.callEvent(reason, s.peer, call.Header.XID) // logging.go
+	s.met.callEvent(reason, s.peer, call.XID()) // logging.go
 	s.met.creditsInUse.Dec()
 	call.Drop()
 }

@@ -346,7 +346,7 @@ func copyFrom(dst []byte, src [][]byte) int {
 // Serve goroutine. It reports false when the message is not one (so the
 // forward path takes it).
 func (c *ResponderConn) backwardReply(r *recvCtxt, payload []byte) bool {
-	h := &r.call.Header
+	h := &r.call.hdr
 	if backwardMsgType(h, payload) != rpcReply {
 		return false
 	}

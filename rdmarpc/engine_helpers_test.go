@@ -97,6 +97,7 @@ func (m *countMetrics) ReplySent(k ReplyKind, _, _ int)   { m.add("reply_" + k.S
 func (m *countMetrics) ErrorSent(c ErrorCode)             { m.add("error_" + c.String()) }
 func (m *countMetrics) Dropped(r DropReason)              { m.add("drop_" + r.String()) }
 func (m *countMetrics) SendInvalidated()                  { m.add("send_inv") }
+func (m *countMetrics) MemoryWait()                       { m.add("memory_wait") }
 func (m *countMetrics) RDMAFailed(op verbs.Opcode, _ verbs.Status) {
 	m.add("rdma_failed_" + op.String())
 }

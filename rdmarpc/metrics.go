@@ -97,6 +97,9 @@ type ResponderMetrics interface {
 	SendInvalidated()
 	// Dropped: a received message was dropped without an answer.
 	Dropped(reason DropReason)
+	// MemoryWait: calls began to wait for registered memory for their
+	// Read chunks (once per episode, not per call).
+	MemoryWait()
 	// RDMAFailed: a work request completed with an error status; the
 	// connection is torn down.
 	RDMAFailed(op verbs.Opcode, status verbs.Status)
@@ -129,6 +132,7 @@ func (nopResponderMetrics) ReplySent(ReplyKind, int, int)         {}
 func (nopResponderMetrics) ErrorSent(ErrorCode)                   {}
 func (nopResponderMetrics) SendInvalidated()                      {}
 func (nopResponderMetrics) Dropped(DropReason)                    {}
+func (nopResponderMetrics) MemoryWait()                           {}
 func (nopResponderMetrics) RDMAFailed(verbs.Opcode, verbs.Status) {}
 func (nopResponderMetrics) ConnUp()                               {}
 func (nopResponderMetrics) ConnDown(error)                        {}

@@ -91,30 +91,6 @@ var (
 	ErrIdleTimeout = errors.New("rdmarpc: connection idle past the idle timeout; closed")
 )
 
-// ResponderEvent is an occurrence a ResponderMetrics may count when it
-// also implements ResponderEvents.
-type ResponderEvent uint8
-
-const (
-	// EventMemoryWait: calls began to wait for registered memory for
-	// their Read chunks (once per episode, not per call).
-	EventMemoryWait ResponderEvent = iota
-)
-
-func (e ResponderEvent) String() string {
-	switch e {
-	case EventMemoryWait:
-		return "memory_wait"
-	}
-	return "unknown"
-}
-
-// ResponderEvents is implemented by a ResponderMetrics that counts
-// ResponderEvents.
-type ResponderEvents interface {
-	ResponderEvent(ev ResponderEvent)
-}
-
 func (c *ResponderConfig) setDefaults() {
 	engineDefaults(&c.Credits, &c.InlineSend, &c.InlineRecv, &c.Limits, &c.Logger)
 	if c.MaxReadsOutstanding <= 0 {
@@ -434,7 +410,7 @@ func (c *ResponderConn) completion(wc *verbs.WC) {
 			c.wcFailed(wc)
 			return
 		}
-		if call.readsPending == 0 && call.nextSeg == len(call.Header.Reads) && !c.isDead() {
+		if call.readsPending == 0 && call.nextSeg == len(call.hdr.Reads) && !c.isDead() {
 			c.deliver(call)
 		}
 	case wrSend:

@@ -40,9 +40,9 @@ const inlineChunks = 16
 
 // Call is one RPC call received on a ResponderConn.
 type Call struct {
-	// Header is the transport header as received: the handler (or the
-	// ULB) reads the Write list and Reply chunk offered for the reply.
-	Header Header
+	// hdr is the transport header as received; the handler reads what
+	// it needs of it through XID, WriteChunks and WriteChunkLen.
+	hdr Header
 	// Msg is the RPC call message.
 	Msg Message
 
@@ -69,7 +69,20 @@ type Call struct {
 }
 
 // XID is the call's transport XID (the RPC XID).
-func (c *Call) XID() uint32 { return c.Header.XID }
+func (c *Call) XID() uint32 { return c.hdr.XID }
+
+// WriteChunks is how many Write chunks the call offered for its reply.
+func (c *Call) WriteChunks() int { return len(c.hdr.Writes) }
+
+// WriteChunkLen is the room, in bytes, of the call's k-th Write chunk (0
+// for an empty chunk or k beyond the Write list): RFC 8267 pairs the
+// reply's k-th DDP-eligible item with it when the room is not 0.
+func (c *Call) WriteChunkLen(k int) uint64 {
+	if k < 0 || k >= len(c.hdr.Writes) {
+		return 0
+	}
+	return c.hdr.Writes[k].Len()
+}
 
 // Reasons the engine answers ERR_CHUNK for a call the codec accepted.
 var (
@@ -140,16 +153,16 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	}
 	call := &r.call
 	data := r.buf.Bytes[:n]
-	hlen, err := call.Header.Decode(data, c.cfg.Limits)
+	hlen, err := call.hdr.Decode(data, c.cfg.Limits)
 	if err != nil {
 		c.badHeader(r, err)
 		return
 	}
-	if call.Header.Proc == ProcError {
+	if call.hdr.Proc == ProcError {
 		// rfc5666bis §5.5: never answer an RDMA_ERROR; a requester has
 		// no business sending one at all.
 		c.met.Dropped(DropClientError)
-		c.log.Debug("RDMA_ERROR from requester dropped", "peer", c.RemoteAddr(), "header", call.Header.String())
+		c.log.Debug("RDMA_ERROR from requester dropped", "peer", c.RemoteAddr(), "header", call.hdr.String())
 		c.repost(r)
 		return
 	}
@@ -165,23 +178,23 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	if int(c.outstanding.Load()) >= c.cfg.Credits {
 		c.met.Dropped(DropCreditOverrun)
 		c.log.Warn("call beyond the credit limit dropped", "peer", c.RemoteAddr(),
-			"xid", call.Header.XID, "credits", c.cfg.Credits)
+			"xid", call.hdr.XID, "credits", c.cfg.Credits)
 		c.repost(r)
 		return
 	}
 	if err := c.prepareCall(call, data, hlen); err != nil {
 		if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
-			c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
-			c.answerError(r, ErrCodeGarbageArgs, call.Header.XID, Version, c.grantFor(call.Header.Credit))
+			c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
+			c.answerError(r, ErrCodeGarbageArgs, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
 			return
 		}
-		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
-		c.answerError(r, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
+		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
+		c.answerError(r, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
 		return
 	}
 	c.outstanding.Add(1)
 	c.callsSeen.Add(1)
-	if len(call.Header.Reads) == 0 {
+	if len(call.hdr.Reads) == 0 {
 		c.deliver(call)
 		return
 	}
@@ -209,10 +222,8 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 func (c *ResponderConn) waitMemory(call *Call) {
 	if len(c.memQ) == 0 {
 		c.memWait = time.Millisecond
-		if ev, ok := c.met.(ResponderEvents); ok {
-			ev.ResponderEvent(EventMemoryWait)
-		}
-		c.log.Debug("calls wait for registered memory", "peer", c.RemoteAddr(), "xid", call.Header.XID,
+		c.met.MemoryWait()
+		c.log.Debug("calls wait for registered memory", "peer", c.RemoteAddr(), "xid", call.hdr.XID,
 			"pool_in_use", c.pool.InUse(), "conn_call_bytes", c.callQuota.Used())
 	}
 	c.memQ = append(c.memQ, call)
@@ -260,7 +271,7 @@ func (c *ResponderConn) badHeader(r *recvCtxt, err error) {
 			c.repost(r)
 		default:
 			c.log.Debug("ERR_CHUNK", "peer", c.RemoteAddr(), "error", err)
-			c.answerError(r, ErrCodeChunk, ce.XID, Version, c.grantFor(r.call.Header.Credit))
+			c.answerError(r, ErrCodeChunk, ce.XID, Version, c.grantFor(r.call.hdr.Credit))
 		}
 	default:
 		c.met.Dropped(DropShort)
@@ -273,7 +284,7 @@ func (c *ResponderConn) badHeader(r *recvCtxt, err error) {
 // errors are answered with ERR_CHUNK. All are checked before any buffer
 // is taken or RDMA Read issued.
 func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
-	h := &call.Header
+	h := &call.hdr
 	call.inline = nil
 	call.chunkBufs = call.bufStore[:0]
 	call.chunkLens = call.lenStore[:0]
@@ -377,7 +388,7 @@ func (call *Call) releaseChunks() {
 func (c *ResponderConn) issueReads() {
 	for len(c.readQ) > 0 && c.readsOut < c.cfg.MaxReadsOutstanding && !c.isDead() {
 		call := c.readQ[0]
-		reads := call.Header.Reads
+		reads := call.hdr.Reads
 		if call.nextSeg == len(reads) {
 			// Every Read is posted: the call leaves the queue now, so
 			// exactly one of here and the last Read's completion delivers.
@@ -435,7 +446,7 @@ func (c *ResponderConn) readDone(call *Call) {
 
 // deliver assembles the call's message and hands it to the Handler.
 func (c *ResponderConn) deliver(call *Call) {
-	h := &call.Header
+	h := &call.hdr
 	m := &call.Msg
 	m.Reset()
 	m.XID = h.XID

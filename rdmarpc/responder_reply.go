@@ -338,12 +338,12 @@ func (call *Call) Reply(msg *Message) error {
 		if c.isDead() {
 			return c.closedErr()
 		}
-		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.Header.XID, "reply"))
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
 	}
 	kind, written, err := c.buildReply(s, call, msg)
 	if err != nil {
-		c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.Header.XID, "reason", err)
-		c.buildError(s, ErrCodeChunk, call.Header.XID, Version, c.grantFor(call.Header.Credit))
+		c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
+		c.buildError(s, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
 		kind, written = ReplyError, 0
 	}
 	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
@@ -352,7 +352,7 @@ func (call *Call) Reply(msg *Message) error {
 		if c.isDead() {
 			return c.closedErr()
 		}
-		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.Header.XID, "reply"))
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
 	}
 	// The receive goes back before the reply leaves, so the requester,
 	// which may send its next call as soon as it sees this reply, always
@@ -424,7 +424,7 @@ func (s *sendCtxt) takeOwnership(call *Call, msg *Message) {
 // data, emit the Writes into Write chunks and, for a Long reply, into the
 // Reply chunk, then the header and inline content and the Send.
 func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (ReplyKind, int, error) {
-	ch := &call.Header
+	ch := &call.hdr
 	s.takeOwnership(call, msg)
 	h := &s.hdr
 	initReplyHeader(h, ch, c.grantFor(ch.Credit))

@@ -102,13 +102,19 @@ func (m *Message) AppendVec(vec [][]byte) [][]byte {
 func (m *Message) Flatten(b []byte) int {
 	off := 0
 	for i := range m.Pieces {
-		p := &m.Pieces[i]
-		off += copy(b[off:], p.Data)
-		if p.Item {
-			n := padLen(len(p.Data))
-			clear(b[off : off+n])
-			off += n
-		}
+		off += m.Pieces[i].copyTo(b[off:])
+	}
+	return off
+}
+
+// copyTo copies p onto b, an item with its XDR pad, and returns the
+// bytes written.
+func (p *Piece) copyTo(b []byte) int {
+	off := copy(b, p.Data)
+	if p.Item {
+		n := padLen(len(p.Data))
+		clear(b[off : off+n])
+		off += n
 	}
 	return off
 }

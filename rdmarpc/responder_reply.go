@@ -611,17 +611,9 @@ func (s *sendCtxt) appendReplyChunkWrites(ch, h *Header, msg *Message, st *stage
 // their XDR pad) into the Send buffer after the off bytes of header and
 // returns the Send's length.
 func (s *sendCtxt) copyInline(msg *Message, off int) int {
-	b := s.buf.Bytes
 	for i := range msg.Pieces {
-		p := &msg.Pieces[i]
-		if s.chunk[i] >= 0 {
-			continue
-		}
-		off += copy(b[off:], p.Data)
-		if p.Item {
-			n := padLen(len(p.Data))
-			clear(b[off : off+n])
-			off += n
+		if s.chunk[i] < 0 {
+			off += msg.Pieces[i].copyTo(s.buf.Bytes[off:])
 		}
 	}
 	return off

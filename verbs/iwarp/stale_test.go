@@ -3,6 +3,7 @@ package iwarp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -168,5 +169,76 @@ func TestZeroLengthReadAnsweredWithData(t *testing.T) {
 	}
 	if term.Layer != LayerDDP || term.EType != DDPTaggedBuffer || term.Code != DDPTaggedBaseBounds {
 		t.Fatalf("Terminate %s", fmt.Sprint(term.Layer, term.EType, term.Code))
+	}
+}
+
+// Linux siw (6.1) writes the Terminate Control field in its little-endian
+// bit-field layout (see fromSiwLayout). Its Terminate for an RDMA Write to
+// an invalid STag must still name that Write: the Write completes with
+// StatusRemoteAccess, not as sent (before the fix the provider saw no D
+// flag, matched no work request and reported the refused Write as a
+// success, as TestSiwInterop's Access cases showed against siw).
+func TestSiwLayoutTerminateNamesTheWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli := newSide(t, New(Config{}))
+	peerCh := make(chan *rawPeer, 1)
+	go func() { peerCh <- acceptRaw(t, ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := cli.dev.Dial(ctx, ln.Addr().String(), cli.opts(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.conn = c
+	peer := <-peerCh
+	src := cli.mem(t, 64, 0)
+	const badSTag, to = 0x4711aa00, 0x10000
+	if err := c.PostSend(&verbs.SendWR{ID: 7, Op: verbs.OpRDMAWrite, Signal: true, RemoteAddr: to, RKey: badSTag,
+		SGL: []verbs.SGE{{Buf: src.Bytes(), LKey: src.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := peer.read()
+	if op := rdmapOpcode(wh.RDMAP & rdmapOpcodeMask); op != opWrite || wh.STag != badSTag {
+		t.Fatalf("raw peer: got %s, want the RDMA Write", &wh)
+	}
+	// siw's Terminate: DDP layer (1), tagged buffer error (1), invalid
+	// STag (0); M and D set in siw's bits; then the DDP segment length
+	// and the Write's tagged DDP header.
+	pl := []byte{0x11, DDPTaggedInvalidSTag, 0x03, 0x00}
+	pl = binary.BigEndian.AppendUint16(pl, uint16(wh.Len()+64))
+	hb := make([]byte, wh.Len())
+	wh.put(hb)
+	pl = append(pl, hb...)
+	th := untagged(opTerminate, qnTerminate, 1)
+	th.Last = true
+	peer.write(th, pl)
+	peer.nc.Close()
+	if wc := wait(t, cli.scq); wc.ID != 7 || wc.Status != verbs.StatusRemoteAccess {
+		t.Fatalf("Write completed %+v after siw's Terminate, want ID 7 remote access error (conn err %v)", wc, c.Err())
+	}
+	var te *TerminateError
+	if !errors.As(c.Err(), &te) || te.Layer != LayerDDP || te.EType != DDPTaggedBuffer || te.Code != DDPTaggedInvalidSTag {
+		t.Fatalf("conn err %v, want the received DDP tagged invalid STag Terminate", c.Err())
+	}
+}
+
+// The conversion itself: siw's layout, for codes whose layer and type
+// differ, and RFC 5040 fields (ours, Wireshark's) left alone.
+func TestFromSiwLayout(t *testing.T) {
+	for _, tc := range []struct{ in, want uint32 }{
+		{0x10020300, 0x0102c000}, // RDMAP remote protection, code 2, M|D
+		{0x21010200, 0x12014000}, // DDP untagged, code 1, D
+		{0x00000700, 0x0000e000}, // M|D|R
+		{0x0102c000, 0x0102c000}, // RFC layout: unchanged
+		{0x12010000, 0x12010000}, // no flags at all: ambiguous, unchanged
+		{0x11000301, 0x11000301}, // reserved bits set: not siw's, unchanged
+	} {
+		if got := fromSiwLayout(tc.in); got != tc.want {
+			t.Errorf("fromSiwLayout(%#08x) = %#08x, want %#08x", tc.in, got, tc.want)
+		}
 	}
 }

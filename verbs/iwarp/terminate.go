@@ -88,6 +88,40 @@ const (
 	termMaxLen = termCtrlLen + 2 + ddpUntaggedLen + readReqLen
 )
 
+// Linux siw (6.1, drivers/infiniband/sw/siw/iwarp.h) declares the
+// Terminate Control field as C bit-fields, which a little-endian host lays
+// out from the low bits: on x86 its first byte holds the error type in the
+// high nibble and the layer in the low one (RFC 5040 6.10: the other way
+// round), and M, D and R are the three low bits of the third byte instead
+// of its three high bits. siw reads its own layout back, so only a
+// different peer notices: without this its Terminates name no header (D
+// looks clear) and the Write a Terminate refuses would complete as sent.
+const (
+	siwFlagM = 0x0100
+	siwFlagD = 0x0200
+	siwFlagR = 0x0400
+)
+
+// fromSiwLayout returns a Terminate Control field in RFC 5040 order: a
+// field in siw's little-endian layout (flags in the third byte's low bits,
+// which RFC 5040 reserves, and none in its high bits) is converted; any
+// other is returned as it is. A siw Terminate without any header (M, D, R
+// clear) cannot be told apart; its layer and type are left as sent.
+func fromSiwLayout(ctrl uint32) uint32 {
+	const stdFlags, siwFlags = termFlagM | termFlagD | termFlagR, siwFlagM | siwFlagD | siwFlagR
+	if ctrl&stdFlags != 0 || ctrl&siwFlags == 0 || ctrl&(0xffff&^siwFlags) != 0 {
+		return ctrl
+	}
+	layer, etype := (ctrl>>24)&0xf, (ctrl>>28)&0xf
+	out := layer<<28 | etype<<24 | ctrl&0x00ff0000
+	for _, f := range [...][2]uint32{{siwFlagM, termFlagM}, {siwFlagD, termFlagD}, {siwFlagR, termFlagR}} {
+		if ctrl&f[0] != 0 {
+			out |= f[1]
+		}
+	}
+	return out
+}
+
 // ErrTerminated is the cause of every *TerminateError.
 var ErrTerminated = errors.New("iwarp: stream terminated")
 
@@ -220,7 +254,7 @@ func (t *terminate) parse(b []byte) error {
 	if len(b) < termCtrlLen {
 		return fmt.Errorf("iwarp: Terminate payload is %d bytes, need at least %d", len(b), termCtrlLen)
 	}
-	ctrl := binary.BigEndian.Uint32(b[0:4])
+	ctrl := fromSiwLayout(binary.BigEndian.Uint32(b[0:4]))
 	t.Layer = uint8(ctrl >> 28)
 	t.EType = uint8(ctrl>>24) & 0xf
 	t.Code = uint8(ctrl >> 16)

@@ -33,7 +33,10 @@ type device struct {
 // caps are the device limits the provider clamps requests to.
 type caps struct {
 	maxQPWR, maxSGE, maxCQE, maxSRQWR, maxSRQSGE int
-	maxRdAtom, maxInitRdAtom                     int
+	// maxSGERd: SGEs an RDMA Read may scatter into (siw: 1; posting
+	// more makes siw place the whole response at the first SGE).
+	maxSGERd                 int
+	maxRdAtom, maxInitRdAtom int
 	// softRoCE: the device is rxe, whose responder reports a receive
 	// too small for the message as "local QP operation error".
 	softRoCE bool
@@ -56,7 +59,7 @@ func openDevice(name string, ip net.IP) (*device, error) {
 	}
 	d := &device{name: name, ip: ip, ctx: ctx, ev: ev, caps: caps{
 		maxQPWR: int(attr.max_qp_wr), maxSGE: int(attr.max_sge), maxCQE: int(attr.max_cqe),
-		maxSRQWR: int(attr.max_srq_wr), maxSRQSGE: int(attr.max_srq_sge),
+		maxSRQWR: int(attr.max_srq_wr), maxSRQSGE: int(attr.max_srq_sge), maxSGERd: int(attr.max_sge_rd),
 		maxRdAtom: int(attr.max_qp_rd_atom), maxInitRdAtom: int(attr.max_qp_init_rd_atom),
 		softRoCE: attr.vendor_id == rxeVendorID,
 	}}

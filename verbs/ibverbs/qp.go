@@ -274,6 +274,10 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 		if len(w.SGL) > q.maxSGE {
 			return fmt.Errorf("%w: %d SGEs in one work request, MaxSGE is %d", verbs.ErrInvalidSGE, len(w.SGL), q.maxSGE)
 		}
+		if rd := c.dev.caps.maxSGERd; w.Op == verbs.OpRDMARead && rd > 0 && len(w.SGL) > rd {
+			return fmt.Errorf("%w: %d SGEs in one RDMA Read, the device (%s) scatters a Read into at most %d",
+				verbs.ErrInvalidSGE, len(w.SGL), c.dev.name, rd)
+		}
 		x := &ws[i]
 		x.wr_id = C.uint64_t(tagSend<<tagShift | (q.head+uint64(i))&seqMask)
 		x.opcode = opcode

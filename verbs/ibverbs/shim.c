@@ -24,6 +24,12 @@ int gw_post_send(struct ibv_qp *qp, struct ibv_send_wr *scratch, struct gw_swr *
 			break;
 		case IBV_WR_SEND_WITH_INV:
 			wr->invalidate_rkey = w[i].inv_rkey;
+			// libsiw (rdma-core providers/siw, push_send_wqe) takes
+			// the STag to invalidate from wr.rdma.rkey, not from
+			// invalidate_rkey: without this siw sends whatever
+			// wr.rdma.rkey holds (0) and the peer refuses the Send.
+			// Other providers ignore wr.rdma for Sends.
+			wr->wr.rdma.rkey = w[i].inv_rkey;
 			break;
 		}
 		wr->next = i + 1 < n ? &scratch[i + 1] : NULL;
@@ -105,8 +111,10 @@ int gw_get_event(struct rdma_event_channel *ch, struct gw_event *out)
 	}
 	if (ev->event == RDMA_CM_EVENT_REJECTED) {
 		// IB/RoCE: REJ reason 28 is "consumer defined" (rdma_reject);
-		// iWARP: a refused MPA request (-ECONNREFUSED) with private data.
-		out->consumer_reject = ev->status == 28 || (ev->status == -ECONNREFUSED && pd && len);
+		// iWARP: a refused MPA request with private data, reported as
+		// -ECONNREFUSED (cxgb4) or -ECONNRESET (siw: "got mpa reject").
+		out->consumer_reject = ev->status == 28 ||
+			((ev->status == -ECONNREFUSED || ev->status == -ECONNRESET) && pd && len);
 		if (!out->consumer_reject)
 			len = 0;
 	}

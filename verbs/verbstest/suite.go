@@ -100,6 +100,28 @@ type Quirks struct {
 	// its receive completes with StatusRemoteInvalidReq and its queue pair
 	// is broken. The Send/Invalidate case then expects exactly that.
 	NoRemoteInvalidate bool
+	// InvalidateUnreported: the listener side invalidates the rkey a Send
+	// with Invalidate names but its receive completion does not say so
+	// (Linux siw through libsiw: copy_cqe clears wc_flags, so user space
+	// never sees IBV_WC_WITH_INV). The Send/Invalidate case then accepts
+	// a completion without the invalidated rkey and skips the MR.Valid
+	// check (the provider cannot know).
+	InvalidateUnreported bool
+	// MaxReadSGE: the dialer side's device scatters an RDMA Read into at
+	// most this many SGEs (siw: max_sge_rd 1; 0: no limit of its own).
+	// The scattered Read then expects ErrInvalidSGE at post instead.
+	MaxReadSGE int
+	// CompleteOnTransmit: the dialer side completes Sends and RDMA Writes
+	// when they are handed to TCP and an RDMA Read when its response
+	// arrives (Linux siw), not when the peer has placed them. A Write
+	// completes before a Read posted ahead of it, so the ordering checks
+	// of the pipeline and disconnect cases accept any order of the ids.
+	CompleteOnTransmit bool
+	// SlowDialAbort: a Dial whose context ends while the peer has not
+	// answered the connection request returns only when the transport's
+	// own connect timeout ends (the kernel iw_cm on siw: the MPA Reply
+	// timeout); the deadline case then only logs how long it took.
+	SlowDialAbort bool
 }
 
 // config is a Factory with defaults and environment overrides applied.

@@ -33,7 +33,8 @@ func (provider) Name() string { return "ibverbs" }
 
 // Open returns the device serving addr: an IP address (with or without a
 // port), an interface name, or "" / an unspecified IP for the first RDMA
-// device. The netdev ↔ RDMA device mapping comes from sysfs via rdmamap.
+// device. The netdev ↔ RDMA device mapping comes from sysfs via rdmamap,
+// or, for iWARP devices, from RDMA netlink (nldev.go).
 func (provider) Open(addr string) (verbs.Device, error) {
 	host := addr
 	if h, _, err := net.SplitHostPort(addr); err == nil {
@@ -65,13 +66,13 @@ func findDevice(host string) (name string, ip net.IP, err error) {
 		if err != nil {
 			return "", nil, err
 		}
-		if name, err = rdmamap.GetRdmaDeviceForNetdevice(ifname); err != nil {
+		if name, err = deviceForNetdev(ifname); err != nil {
 			return "", nil, fmt.Errorf("ibverbs: %s (%s) has no RDMA device: %w", ifname, ip, err)
 		}
 		return name, ip, nil
 	}
 	// An interface name, or an RDMA device name given directly.
-	if name, err = rdmamap.GetRdmaDeviceForNetdevice(host); err == nil {
+	if name, err = deviceForNetdev(host); err == nil {
 		return name, firstIP(host), nil
 	}
 	for _, d := range devs {
@@ -80,6 +81,20 @@ func findDevice(host string) (name string, ip net.IP, err error) {
 		}
 	}
 	return "", nil, fmt.Errorf("ibverbs: %q is neither a local IP nor an interface or RDMA device", host)
+}
+
+// deviceForNetdev is the RDMA device on netdev ifname: from the RoCE GID
+// table (rdmamap; RoCE, and InfiniBand through IPoIB), else from RDMA
+// netlink (iWARP devices such as siw, whose GID table names no netdev).
+func deviceForNetdev(ifname string) (string, error) {
+	name, err := rdmamap.GetRdmaDeviceForNetdevice(ifname)
+	if err == nil {
+		return name, nil
+	}
+	if n, nlErr := nldevDeviceFor(ifname); nlErr == nil {
+		return n, nil
+	}
+	return "", err
 }
 
 func interfaceOf(ip net.IP) (string, error) {
@@ -132,6 +147,20 @@ func ListDevices() ([]verbs.DeviceInfo, error) {
 	for _, ifc := range ifs {
 		if d, err := rdmamap.GetRdmaDeviceForNetdevice(ifc.Name); err == nil {
 			netdevs[d] = append(netdevs[d], ifc.Name)
+		}
+	}
+	// Devices without a RoCE GID table (iWARP): their ports' netdevs,
+	// those of this network namespace, from RDMA netlink.
+	if nl, err := nldevNetdevs(); err == nil {
+		for d, nds := range nl {
+			if len(netdevs[d]) > 0 {
+				continue
+			}
+			for _, nd := range nds {
+				if _, err := net.InterfaceByName(nd); err == nil {
+					netdevs[d] = append(netdevs[d], nd)
+				}
+			}
 		}
 	}
 	out := make([]verbs.DeviceInfo, 0, len(devs))

@@ -82,7 +82,12 @@ func testRemoteAccess(t *testing.T, c config) {
 			control: first(verbs.OpRDMAWrite), target: start},
 	)
 	for _, tc := range cases {
-		t.Run(tc.name+"/"+opName(tc.op), func(t *testing.T) { runRemoteAccess(t, c, tc) })
+		t.Run(tc.name+"/"+opName(tc.op), func(t *testing.T) {
+			if c.Quirks.ReadPermissionUnchecked && tc.name == "WriteOnly" {
+				t.Skip("the listener serves RDMA Reads without checking remote-read permission (Quirks.ReadPermissionUnchecked)")
+			}
+			runRemoteAccess(t, c, tc)
+		})
 	}
 }
 
@@ -125,14 +130,37 @@ func runRemoteAccess(t *testing.T, c config, tc remoteAccessCase) {
 	localBefore := append([]byte(nil), local.Bytes()...)
 	rem, n := tc.target(r)
 	post(t, p.cli.conn, rdmaWR(4, tc.op, rem, local.sge(0, n)))
-	mustWC(t, e.waitOne(t, p.cli.scq), 4, tc.op, verbs.StatusRemoteAccess, p.cli.conn)
+	if c.Quirks.CompleteOnTransmit {
+		e.refusedOnTransmit(t, p, 4, tc.op)
+	} else {
+		mustWC(t, e.waitOne(t, p.cli.scq), 4, tc.op, verbs.StatusRemoteAccess, p.cli.conn)
+	}
 	if !bytes.Equal(r.Bytes(), targetBefore) {
 		t.Error(diff("target region after a refused "+tc.op.String(), r.Bytes(), targetBefore))
 	}
 	if !bytes.Equal(local.Bytes(), localBefore) {
 		t.Error(diff("local buffer after a refused "+tc.op.String(), local.Bytes(), localBefore))
 	}
-	e.expectBroken(t, p.cli, local.sge(0, 8))
+	if !c.Quirks.CompleteOnTransmit {
+		e.expectBroken(t, p.cli, local.sge(0, 8))
+	}
+}
+
+// refusedOnTransmit checks a refused RDMA operation under the
+// CompleteOnTransmit quirk: the dialer learns of the refusal only from the
+// peer's Terminate, after a Write already completed as sent, so the Write
+// completes with success or a remote access error, a Read with a remote
+// access error or flushed, and the connection must end.
+func (e *env) refusedOnTransmit(t *testing.T, p *pair, id uint64, op verbs.Opcode) {
+	t.Helper()
+	wc := e.waitOne(t, p.cli.scq)
+	ok := wc.ID == id && wc.Op == op && (wc.Status == verbs.StatusRemoteAccess ||
+		(op == verbs.OpRDMAWrite && wc.Status == verbs.StatusSuccess) ||
+		(op == verbs.OpRDMARead && wc.Status == verbs.StatusFlushed))
+	if !ok {
+		t.Fatalf("refused %s completed %s, want id %#x remote access error (or as sent/flushed: Quirks.CompleteOnTransmit)", op, describe1(wc), id)
+	}
+	e.waitDone(t, p.cli.conn, "dialer after the peer refused its "+op.String())
 }
 
 // invalidateLocally invalidates the region with MR.Invalidate and checks

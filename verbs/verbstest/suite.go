@@ -117,6 +117,11 @@ type Quirks struct {
 	// completes before a Read posted ahead of it, so the ordering checks
 	// of the pipeline and disconnect cases accept any order of the ids.
 	CompleteOnTransmit bool
+	// ReadPermissionUnchecked: the listener side answers an RDMA Read of
+	// a region registered without remote-read access (Linux siw 6.1:
+	// siw_qp_sq_proc_tx checks a Read Response's source with no required
+	// permission). The Read-without-permission access cases skip.
+	ReadPermissionUnchecked bool
 	// SlowDialAbort: a Dial whose context ends while the peer has not
 	// answered the connection request returns only when the transport's
 	// own connect timeout ends (the kernel iw_cm on siw: the MPA Reply

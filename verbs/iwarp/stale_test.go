@@ -43,6 +43,27 @@ func acceptRaw(t *testing.T, ln net.Listener) *rawPeer {
 	return &rawPeer{t: t, nc: nc}
 }
 
+// dialRaw connects the pure-Go provider (a default Config) to a raw peer.
+func dialRaw(t *testing.T) (*side, verbs.Conn, *rawPeer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli := newSide(t, New(Config{}))
+	peerCh := make(chan *rawPeer, 1)
+	go func() { peerCh <- acceptRaw(t, ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := cli.dev.Dial(ctx, ln.Addr().String(), cli.opts(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.conn = c
+	return cli, c, <-peerCh
+}
+
 // read returns the next FPDU's DDP header and payload (CRC checked).
 func (p *rawPeer) read() (ddpHeader, []byte) {
 	p.t.Helper()
@@ -105,22 +126,7 @@ func (p *rawPeer) expectSendAndFence() readRequest {
 // lab's siw case). The bytes must be dropped and the fence completed: the
 // Send it proves succeeds and the connection lives on.
 func TestZeroLengthReadAnsweredWithData(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli := newSide(t, New(Config{}))
-	peerCh := make(chan *rawPeer, 1)
-	go func() { peerCh <- acceptRaw(t, ln) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := cli.dev.Dial(ctx, ln.Addr().String(), cli.opts(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli.conn = c
-	peer := <-peerCh
+	cli, c, peer := dialRaw(t)
 	out := cli.mem(t, 100, 0)
 	send := func(id uint64) {
 		t.Helper()
@@ -179,22 +185,7 @@ func TestZeroLengthReadAnsweredWithData(t *testing.T) {
 // flag, matched no work request and reported the refused Write as a
 // success, as TestSiwInterop's Access cases showed against siw).
 func TestSiwLayoutTerminateNamesTheWrite(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli := newSide(t, New(Config{}))
-	peerCh := make(chan *rawPeer, 1)
-	go func() { peerCh <- acceptRaw(t, ln) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := cli.dev.Dial(ctx, ln.Addr().String(), cli.opts(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli.conn = c
-	peer := <-peerCh
+	cli, c, peer := dialRaw(t)
 	src := cli.mem(t, 64, 0)
 	const badSTag, to = 0x4711aa00, 0x10000
 	if err := c.PostSend(&verbs.SendWR{ID: 7, Op: verbs.OpRDMAWrite, Signal: true, RemoteAddr: to, RKey: badSTag,

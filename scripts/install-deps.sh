@@ -7,6 +7,8 @@
 #           tshark tcpdump nfs-ganesha(+vfs, mem, proxy-v4) libnfs-utils libnfs-dev
 #           plus the C toolchain for cgo / libnfs probes (gcc libc6-dev pkg-config)
 #           and prometheus (for promtool, which checks deploy/prometheus rules)
+#           and rpcsvc-proto libtirpc-dev (rpcgen and the XDR library that build
+#           the rpcgen judge of the version-two codec, rdmarpc/v2_judge_test.go)
 #   --lab   the rdmavm QEMU lab host side (see /work/shared/rdmavm/README.md):
 #           qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
 #           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
@@ -30,7 +32,8 @@ set -euo pipefail
 TEST_PKGS=(tshark tcpdump nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
            nfs-ganesha-proxy-v4 libnfs-utils libnfs-dev
            gcc libc6-dev pkg-config python3
-           prometheus)   # promtool: checks and unit-tests deploy/prometheus rules
+           prometheus    # promtool: checks and unit-tests deploy/prometheus rules
+           rpcsvc-proto libtirpc-dev)   # rpcgen + XDR library: the RPC-over-RDMA v2 judge (rdmarpc)
 LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
@@ -46,7 +49,7 @@ for a in "$@"; do
         --lab)  mode=lab ;;
         --all)  mode=all ;;
         --dry-run|-n) dry=1 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install-deps: unknown argument: $a (use --test, --lab or --all)" >&2; exit 2 ;;
     esac
 done

@@ -210,8 +210,12 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	defer disconnect()
 	peer := req.RemoteAddr().String()
 	cfg := f.reload.conn() // a reload applies to the connections made after it
-	id := clientIdentity(req.RemoteAddr())
-	s, conn := f.parked.claim(id) // the backend connection of its last transport
+	id := clientIdentity(peer)
+	var ending func() bool // a reconnect waits for its old session to park
+	if cfg.Backend.ReconnectGrace > 0 {
+		ending = func() bool { return f.transportEnding(id) }
+	}
+	s, conn := f.parked.claim(id, ending) // the backend connection of its last transport
 	var d *backendDialer
 	var err error
 	if s != nil {
@@ -263,6 +267,17 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	if leaving {
 		f.parked.leave(id, -1)
 	}
+}
+
+// transportEnding reports whether a session of client id is still
+// served although its RDMA transport has ended (park.go: claim).
+func (f *Forward) transportEnding(id string) bool {
+	for _, c := range f.clients.list() {
+		if s, ok := c.(*session); ok && clientIdentity(s.peer) == id && s.rc.TransportEnded() {
+			return true
+		}
+	}
+	return false
 }
 
 // peerIP is a connection request's source IP (the zero Addr if it has

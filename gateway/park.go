@@ -47,15 +47,16 @@ type parkedSession struct {
 	timer *time.Timer
 }
 
-// clientIdentity is the IP address of a client's transport address.
-func clientIdentity(a net.Addr) string {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+// clientIdentity is the IP address of a client's transport address
+// (host:port).
+func clientIdentity(addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		return ap.Addr().Unmap().String()
 	}
-	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
 		return host
 	}
-	return a.String()
+	return addr
 }
 
 // leave marks a session of id as on its way to park (done: it parked or
@@ -124,13 +125,24 @@ func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
 // claim returns the oldest session parked for id and its backend
 // connection, or nil. While a session of id is still on its way to park
 // (the client reconnected before the gateway finished with its old
-// connection), it waits for it, up to claimWait.
-func (p *parkedSessions) claim(id string) (*session, *net.TCPConn) {
+// connection), it waits for it, up to claimWait. ending reports whether
+// a session of id that is still being served has already lost its
+// transport: the client's disconnect reached the provider, but the
+// session has not yet noticed (its engine is draining). The Linux client
+// disconnects before it reconnects, and one device's connection events
+// arrive in order, so a connection request that finds such a session is
+// that client's reconnect and waits for the session to park; without
+// it, the reconnect would race the old session's teardown and get a new
+// backend connection (a duplicate request cache miss).
+func (p *parkedSessions) claim(id string, ending func() bool) (*session, *net.TCPConn) {
 	deadline := time.Now().Add(claimWait)
 	for {
 		p.mu.Lock()
 		list, leaving := p.byID[id], p.leaving[id]
 		p.mu.Unlock()
+		if leaving == 0 && ending != nil && ending() {
+			leaving = 1
+		}
 		if len(list) > 0 {
 			if !p.remove(id, list[0]) {
 				continue // its grace ran out meanwhile

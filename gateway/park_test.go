@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,5 +167,54 @@ func TestForwardParkedBackendKeptAcrossManyReconnects(t *testing.T) {
 	}
 	if ports := px.ports(); len(ports) != 1 {
 		t.Errorf("backend connections %v, want one", ports)
+	}
+}
+
+// The Linux client's reconnect can reach the gateway while the old
+// connection's session is still draining: the provider has seen the
+// disconnect, the session has not parked yet. The reconnect must wait
+// for it and take the kept backend connection over, not dial a new one
+// (lab case 21-drc-reconnect failed so: "backend_kept=false" right after
+// a disconnect, and knfsd's duplicate request cache missed).
+func TestForwardReconnectDuringTeardownKeepsBackend(t *testing.T) {
+	served := make(chan struct{}, 4)
+	release := make(chan struct{})
+	var hold atomic.Bool
+	restore := gateway.SetServedHook(func() {
+		if hold.Load() {
+			served <- struct{}{}
+			<-release
+		}
+	})
+	g := nfstest.StartGanesha(t)
+	px := startProxy(t, g.NFSAddr)
+	gw := startGateway(t, px.addr(), nil)
+	t.Cleanup(restore) // runs after the gateway's cleanup (LIFO)
+	m := gw.Metrics()
+	c1 := dialRDMA(t, gw.Addr().String())
+	if err := null3(c1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	c1.close()
+	select {
+	case <-served: // the old session's transport has ended; it is not parked
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first session did not see its client go")
+	}
+	hold.Store(false)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the reconnect's claim runs meanwhile
+		close(release)
+	}()
+	c2 := dialRDMA(t, gw.Addr().String())
+	if err := null3(c2, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, m, "rdmagw_backend_connections_kept_total"); v != 1 {
+		t.Errorf("backend connections kept = %v, want 1: the reconnect did not wait for the old session to park", v)
+	}
+	if ports := px.ports(); len(ports) != 1 {
+		t.Errorf("backend connections from source ports %v: want one, kept across the reconnect", ports)
 	}
 }

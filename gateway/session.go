@@ -287,6 +287,9 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 		s.runBackchannel(bctx)
 	}()
 	serveErr := s.rc.Serve(ctx, s)
+	if hook := testHookServed; hook != nil {
+		hook() // tests: widen the window between the transport's end and parking
+	}
 	if s.cfg.Backend.ReconnectGrace > 0 && ctx.Err() == nil {
 		s.be.onLeave()
 		close(s.be.pause)
@@ -311,6 +314,11 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 	}
 	return kept
 }
+
+// testHookServed, when set by a test before the gateway starts, runs
+// after a session's engine has stopped serving and before the session
+// parks or tears down.
+var testHookServed func()
 
 func errString(err error) string {
 	if err == nil {

@@ -269,6 +269,22 @@ func (e *endpoint) isDead() bool {
 	}
 }
 
+// TransportEnded reports whether the queue pair has ended: the peer
+// disconnected or the transport failed. It turns true as soon as the
+// provider sees the end, while Serve may still be draining; the gateway
+// uses it to tell a client's reconnect from an additional connection.
+func (e *endpoint) TransportEnded() bool {
+	if e.qp == nil {
+		return false
+	}
+	select {
+	case <-e.qp.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // Err is why the connection ended (nil while it runs, and for a
 // responder after Close).
 func (e *endpoint) Err() error {

@@ -74,6 +74,21 @@ type rdmaLink struct {
 // errGaveUp: the server stayed unreachable past give_up_after.
 var errGaveUp = errors.New("gateway: RDMA server unreachable; gave up")
 
+// maxConnLossesPerCall bounds how many connections may fail under one
+// call before it is answered SYSTEM_ERR instead of being sent again. A
+// call whose reply the requester cannot receive breaks every connection
+// it is sent on: knfsd 6.1 sends a reply that does not fit the offered
+// receive inline instead of answering ERR_CHUNK, the receive completes
+// with a length error and the connection ends. Re-sending such a call
+// forever would keep the link in a reconnect loop and its client
+// without an answer. A server restart costs a call one loss; three in a
+// row are the call's own doing (or a server that cannot stay up).
+const maxConnLossesPerCall = 3
+
+// errConnLostRepeatedly: the call was outstanding on
+// maxConnLossesPerCall connections that all failed.
+var errConnLostRepeatedly = fmt.Errorf("gateway: the RDMA connection to the server failed %d times while the call was outstanding", maxConnLossesPerCall)
+
 // nullCallLen is an RPC call header with AUTH_NONE cred and verifier.
 const nullCallLen = 6*4 + 2*8
 
@@ -175,9 +190,10 @@ func (l *rdmaLink) usable(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 }
 
 // call sends msg and waits for its reply in res, re-sending it on a new
-// connection when the current one fails under it.
+// connection when the current one fails under it, up to
+// maxConnLossesPerCall connections.
 func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc.ReplyPlan, res *rdmarpc.Result) error {
-	for {
+	for losses := 0; ; {
 		conn, err := l.usable(ctx)
 		if err != nil {
 			return err
@@ -190,6 +206,9 @@ func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc
 		switch {
 		case errors.Is(err, rdmarpc.ErrConnClosed):
 			l.broken(conn, err)
+			if losses++; losses >= maxConnLossesPerCall && ctx.Err() == nil {
+				return fmt.Errorf("%w: %w", errConnLostRepeatedly, err)
+			}
 		case errors.Is(err, rdmarpc.ErrPoolExhausted):
 			// Registered memory is short: wait for other calls to give
 			// some back (the client is not read meanwhile).

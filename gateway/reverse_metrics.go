@@ -53,7 +53,7 @@ func newReverseMetrics() *reverseMetrics {
 	m.chunkRetries = f.counter("rdmagw_reply_chunk_retries_total", "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
 	m.clientStalls = f.counter("rdmagw_client_backpressure_total", "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
 	m.systemErrs = f.counterVec("rdmagw_gateway_error_replies_total",
-		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped).", "reason")
+		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; connection_lost: the RDMA connection failed 3 times while the call was outstanding; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped).", "reason")
 	return m
 }
 

@@ -144,6 +144,11 @@ func (s *revSlot) callFailed(err error) {
 			"program", s.prog, "version", s.vers, "procedure", ulb.ProcName(s.prog, s.vers, s.proc),
 			"reply_chunk", s.plan.ReplyChunk, "error", err)
 		s.systemErr("err_chunk")
+	case errors.Is(err, errConnLostRepeatedly):
+		c.log.Warn("connection to the server lost again and again under the call; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid,
+			"program", s.prog, "version", s.vers, "procedure", ulb.ProcName(s.prog, s.vers, s.proc),
+			"reply_chunk", s.plan.ReplyChunk, "error", err)
+		s.systemErr("connection_lost")
 	case errors.Is(err, rdmarpc.ErrBadReply):
 		c.met.backendError("protocol")
 		c.log.Warn("malformed reply from the server; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid, "error", err)

@@ -43,6 +43,10 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 			return conn
 		}
 		if ctx.Err() != nil || s.pausing() {
+			if s.pausing() && err != nil {
+				s.log.Info("backend connection not kept for the client's reconnect", "peer", s.peer,
+					"backend_local", localAddr(conn), "error", err)
+			}
 			return nil
 		}
 		now := time.Now()
@@ -100,6 +104,10 @@ type beState struct {
 	rr     *tcprpc.RecordReader
 	rrConn *net.TCPConn
 }
+
+// pauseWriteGrace bounds how long parking waits for a call record being
+// written to the backend to finish (serveBackend).
+const pauseWriteGrace = 3 * time.Second
 
 // errPaused: the connection's goroutines stopped for parking.
 var errPaused = errors.New("backend connection paused for a reconnecting client")
@@ -234,14 +242,19 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		stop(ctx.Err())
 	case <-done:
 	case <-s.be.pause:
-		// Stop the goroutines without closing: the deadline wakes a
-		// blocked read (the record reader resumes where it stopped) or
-		// write (a record half written spoils the stream: then close).
-		// done first: a goroutine woken by the deadline must find the
-		// stop taken (its own stop would close conn).
+		// Stop the goroutines without closing: the read deadline wakes a
+		// blocked read (the record reader resumes where it stopped); the
+		// writer stops between records, and a record it is writing may
+		// finish for up to pauseWriteGrace (the client's reconnect waits
+		// that long in claim): cut, it would spoil the stream, and the
+		// connection could not be kept. A writer blocked by a slow
+		// server is the common case when a client reconnects after a
+		// timeout. done first: a goroutine woken by the deadline must
+		// find the stop taken (its own stop would close conn).
 		once.Do(func() { first = errPaused; close(done) })
 		s.be.paused.Store(true)
-		conn.SetDeadline(time.Now())
+		conn.SetReadDeadline(time.Now())
+		conn.SetWriteDeadline(time.Now().Add(pauseWriteGrace))
 		wg.Wait()
 		s.be.paused.Store(false)
 		switch {
@@ -510,6 +523,9 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		}
 		clear(vec[:cap(vec)])
 		s.giveBackBatch(batch)
+		if stopped(done) {
+			return nil // pausing: the batch's last record is out; no more
+		}
 		if err := s.writeBackchannelReplies(rw); err != nil {
 			return fmt.Errorf("write callback reply: %w", err)
 		}

@@ -73,8 +73,9 @@ func (p *parkedSessions) leave(id string, delta int) {
 }
 
 // claimWait bounds how long a client waits for a session of its address
-// to finish parking: its goroutines stop within milliseconds.
-const claimWait = time.Second
+// to finish parking: its goroutines stop within milliseconds, or once a
+// call record being written to a slow server is out (pauseWriteGrace).
+const claimWait = pauseWriteGrace + time.Second
 
 // park keeps s and its open backend connection for grace.
 func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace time.Duration) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
@@ -143,9 +144,9 @@ type bcMetrics struct {
 // RDMA server to TCP clients (reverse_backchannel.go).
 func newBCMetrics(f factory) *bcMetrics {
 	b := &bcMetrics{
-		calls:   f.counter("rdmagw_backchannel_calls_total", "NFSv4.1 callbacks (RPC calls from the NFS server on the client's bound connection) relayed to the client: forward mode as backward-direction RPC-over-RDMA calls, reverse mode as RPC calls on the client's TCP connection."),
-		replies: f.counter("rdmagw_backchannel_replies_total", "Callback replies relayed from the client to the NFS server (forward mode: received from RDMA clients; reverse mode: sent to the RDMA server as backward-direction replies)."),
-		errs: f.counterVec("rdmagw_backchannel_errors_total",
+		calls:   f.counter(metricname.BackchannelCallsTotal, "NFSv4.1 callbacks (RPC calls from the NFS server on the client's bound connection) relayed to the client: forward mode as backward-direction RPC-over-RDMA calls, reverse mode as RPC calls on the client's TCP connection."),
+		replies: f.counter(metricname.BackchannelRepliesTotal, "Callback replies relayed from the client to the NFS server (forward mode: received from RDMA clients; reverse mode: sent to the RDMA server as backward-direction replies)."),
+		errs: f.counterVec(metricname.BackchannelErrorsTotal,
 			"Callbacks not delivered and backchannel messages dropped, by reason (too_big: larger than the receiver's inline size; no_credit: the backchannel credits (and in forward mode the queue) were full; client_gone: the client connection ended first; unmatched: a callback reply for no outstanding callback; timeout: no reply in backchannel.timeout; disabled: the backchannel is off).", "reason"),
 	}
 	for _, r := range bcErrorReasons {

@@ -231,8 +231,8 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		req.Reject(nil)
 		return
 	}
-	ops := new(clientOps)                                                                                                   // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, f.met.forConn(peer, sessionMetrics{f.met, ops}))) // + client events (logging.go)
+	ops := new(clientOps)                                                                                                            // the session's, counted from the accept on
+	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, f.met.forConn(peer, sessionMetrics{f.met.engine(), ops}))) // + client events (logging.go)
 	if err != nil {
 		conn.Close()
 		f.met.rejected("accept_failed")

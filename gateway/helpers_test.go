@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
@@ -50,9 +51,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// metric returns the value of the series name{labels} (0 if absent).
+// metric returns the value of the series name{labels} (0 if absent;
+// name must be one of the gateway's metric names).
 func metric(t testing.TB, m *gateway.Metrics, name string, labels ...string) float64 {
 	t.Helper()
+	if !metricname.Known(name) {
+		t.Fatalf("%s is not a gateway metric (package metricname)", name)
+	}
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

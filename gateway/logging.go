@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 )
 
@@ -59,7 +60,7 @@ type eventBucket struct {
 func newEventLog(f factory) *eventLog {
 	return &eventLog{
 		log: hclog.NewNullLogger(),
-		counts: f.counterVec("rdmagw_log_events_total",
+		counts: f.counterVec(metricname.LogEventsTotal,
 			"Client events (error answers, dropped messages and calls) by kind, and whether their INFO line was logged or suppressed by the rate limit (a token bucket per kind: 10 lines at once, then 1 a second; the next logged line reports how many were suppressed).",
 			"event", "outcome"),
 		now:   time.Now,

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -19,8 +20,8 @@ import (
 
 // Metrics holds the gateway's Prometheus metrics in their own registry
 // (so several gateways in one process, as in tests and the demo, do not
-// collide). It implements rdmarpc.ResponderMetrics for the engine; the
-// bridge calls the other methods. Everything here is safe for concurrent
+// collide). Its engine view (engineMetrics) implements
+// rdmarpc.ResponderMetrics; the bridge calls the other methods. Everything here is safe for concurrent
 // use and, once a label combination has been seen, allocation-free.
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -137,19 +138,19 @@ func NewMetricsFor(mode string) *Metrics {
 	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"mode": mode}, reg)}
 	m.f = f
 
-	m.connsCurrent = f.gauge("rdmagw_connections", "RDMA client connections open now.")
-	m.connsTotal = f.counter("rdmagw_connections_total", "RDMA client connections accepted.")
-	m.connsRejected = f.counterVec("rdmagw_connections_rejected_total",
+	m.connsCurrent = f.gauge(metricname.Connections, "RDMA client connections open now.")
+	m.connsTotal = f.counter(metricname.ConnectionsTotal, "RDMA client connections accepted.")
+	m.connsRejected = f.counterVec(metricname.ConnectionsRejectedTotal,
 		"RDMA connection requests refused, by reason (not_allowed: address outside listen.allowed_networks; too_many: connections.max reached; too_many_from_address: connections.max_per_address reached for the client's address; backend_unavailable: the NFS server could not be reached; accept_failed: the RDMA accept itself failed).", "reason")
-	m.connsClosed = f.counterVec("rdmagw_connections_closed_total",
+	m.connsClosed = f.counterVec(metricname.ConnectionsClosedTotal,
 		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after; idle: no call for connections.idle_timeout; reply_timeout: the client took no reply for connections.reply_timeout; reply_unsendable: a reply found no send resources, RFC 8166 section 4.5.4).", "reason")
-	m.creditsInUse = f.gauge("rdmagw_credits_in_use", "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
-	m.creditsGranted = f.gauge("rdmagw_credits_granted", "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
+	m.creditsInUse = f.gauge(metricname.CreditsInUse, "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
+	m.creditsGranted = f.gauge(metricname.CreditsGranted, "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
 
-	m.calls = f.counterVec("rdmagw_calls_total", "RPC calls received from RDMA clients, by program, version and procedure (numbers outside the NFS family's programs, versions and procedures are labelled other).", "program", "version", "procedure")
-	m.replies = f.counterVec("rdmagw_replies_total", "RPC replies forwarded to RDMA clients, by program, version, procedure (other: see rdmagw_calls_total) and RPC status.", "program", "version", "procedure", "status")
+	m.calls = f.counterVec(metricname.CallsTotal, "RPC calls received from RDMA clients, by program, version and procedure (numbers outside the NFS family's programs, versions and procedures are labelled other).", "program", "version", "procedure")
+	m.replies = f.counterVec(metricname.RepliesTotal, "RPC replies forwarded to RDMA clients, by program, version, procedure (other: see rdmagw_calls_total) and RPC status.", "program", "version", "procedure", "status")
 
-	bytes := f.counterVec("rdmagw_bytes_total",
+	bytes := f.counterVec(metricname.BytesTotal,
 		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads moved by RDMA Read), write_chunk (READ payloads moved by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls moved through a Position-Zero Read chunk); direction in = towards the gateway, out = away from it (forward: from/to the RDMA clients; reverse: from/to the RDMA server).", "path", "direction")
 	m.bytes = bytes
 	m.bytesInline = bytes.WithLabelValues(pathInline, "in")
@@ -159,30 +160,30 @@ func NewMetricsFor(mode string) *Metrics {
 	m.bytesReplyChunk = bytes.WithLabelValues(pathReplyChunk, "out")
 	m.bytesLongCall = bytes.WithLabelValues(pathLongCall, "in")
 
-	m.rdmaOps = f.counterVec("rdmagw_rdma_operations_total",
+	m.rdmaOps = f.counterVec(metricname.RDMAOperationsTotal,
 		"RDMA operations by opcode and completion status. Successful operations are counted per RPC message (RECV per call received, SEND per reply, RDMA_READ per call with Read chunks, RDMA_WRITE per reply with chunk data); failed ones per failed work request.", "op", "status")
 	ok := verbs.StatusSuccess.String()
 	m.opRecv = m.rdmaOps.WithLabelValues(verbs.OpRecv.String(), ok)
 	m.opSend = m.rdmaOps.WithLabelValues(verbs.OpSend.String(), ok)
 	m.opRead = m.rdmaOps.WithLabelValues(verbs.OpRDMARead.String(), ok)
 	m.opWrite = m.rdmaOps.WithLabelValues(verbs.OpRDMAWrite.String(), ok)
-	m.errorsSent = f.counterVec("rdmagw_rdma_errors_sent_total", "RDMA_ERROR answers sent to clients, by code (ERR_VERS, ERR_CHUNK), and the RPC GARBAGE_ARGS replies the engine makes itself for Read chunks that do not fit the call's Payload stream (code GARBAGE_ARGS, RFC 8166 §4.5.2).", "code")
+	m.errorsSent = f.counterVec(metricname.RDMAErrorsSentTotal, "RDMA_ERROR answers sent to clients, by code (ERR_VERS, ERR_CHUNK), and the RPC GARBAGE_ARGS replies the engine makes itself for Read chunks that do not fit the call's Payload stream (code GARBAGE_ARGS, RFC 8166 §4.5.2).", "code")
 	m.errVers = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeVers.String())
 	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
-	m.memoryWaits = f.counter("rdmagw_rdma_memory_waits_total", "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")
-	m.sendInv = f.counter("rdmagw_replies_send_invalidate_total",
+	m.memoryWaits = f.counter(metricname.RDMAMemoryWaitsTotal, "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")
+	m.sendInv = f.counter(metricname.RepliesSendInvalidateTotal,
 		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
-	m.engineDrops = f.counterVec("rdmagw_rdma_messages_dropped_total", "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
+	m.engineDrops = f.counterVec(metricname.RDMAMessagesDroppedTotal, "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 
-	m.backendLatency = f.histogram("rdmagw_backend_latency_seconds", "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
-	m.callLatency = f.histogram("rdmagw_call_latency_seconds", "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
-	m.reconnects = f.counter("rdmagw_backend_reconnects_total", "Backend TCP connections re-established after a failure.")
-	m.giveUps = f.counter("rdmagw_backend_give_ups_total", "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
-	m.unknownXID = f.counter("rdmagw_backend_unknown_xid_replies_total", "Backend replies dropped because their XID matched no outstanding call.")
-	m.callsDropped = f.counterVec("rdmagw_calls_dropped_total",
+	m.backendLatency = f.histogram(metricname.BackendLatencySeconds, "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
+	m.callLatency = f.histogram(metricname.CallLatencySeconds, "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
+	m.reconnects = f.counter(metricname.BackendReconnectsTotal, "Backend TCP connections re-established after a failure.")
+	m.giveUps = f.counter(metricname.BackendGiveUpsTotal, "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
+	m.unknownXID = f.counter(metricname.BackendUnknownXIDRepliesTotal, "Backend replies dropped because their XID matched no outstanding call.")
+	m.callsDropped = f.counterVec(metricname.CallsDroppedTotal,
 		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway; bad_cred, bad_verf: the credential or verifier could not be parsed, answered AUTH_ERROR AUTH_BADCRED / AUTH_BADVERF; garbage_header: the call header was cut short, answered GARBAGE_ARGS; draining: arrived while the gateway drains, not forwarded, sent again by the client after reconnecting).", "reason")
-	m.ddpFallbacks = f.counter("rdmagw_ddp_fallbacks_total", "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
-	m.backendErrors = f.counterVec("rdmagw_backend_errors_total", "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
+	m.ddpFallbacks = f.counter(metricname.DDPFallbacksTotal, "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
+	m.backendErrors = f.counterVec(metricname.BackendErrorsTotal, "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
 	m.bc = newBCMetrics(f)
 	m.events = newEventLog(f)
@@ -195,14 +196,14 @@ func NewMetricsFor(mode string) *Metrics {
 	return m
 }
 
-// RegisterPool exports the pool's usage.
-func (m *Metrics) RegisterPool(p *rdmarpc.Pool) {
+// registerPool exports the pool's usage.
+func (m *Metrics) registerPool(p *rdmarpc.Pool) {
 	m.f.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_in_use", Help: "Registered buffer bytes handed out and not yet returned."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricname.PoolBytesInUse, Help: "Registered buffer bytes handed out and not yet returned."},
 			func() float64 { return float64(p.InUse()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_registered", Help: "Registered buffer bytes mapped (grows with demand up to pool.max_bytes)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricname.PoolBytesRegistered, Help: "Registered buffer bytes mapped (grows with demand up to pool.max_bytes)."},
 			func() float64 { return float64(p.Mapped()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rdmagw_pool_bytes_max", Help: "The most registered buffer bytes the pool may map (pool.max_bytes)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricname.PoolBytesMax, Help: "The most registered buffer bytes the pool may map (pool.max_bytes)."},
 			func() float64 { return float64(p.MaxBytes()) }),
 	)
 }
@@ -285,8 +286,18 @@ func programName(prog uint32) string {
 
 // ---- rdmarpc.ResponderMetrics ----
 
+// engineMetrics is the view of Metrics the RPC-over-RDMA engine reports
+// to (rdmarpc.ResponderMetrics); it is no part of
+// the gateway's API.
+type engineMetrics Metrics
+
+// engine returns m's engine view.
+func (m *Metrics) engine() *engineMetrics { return (*engineMetrics)(m) }
+
+var _ rdmarpc.ResponderMetrics = (*engineMetrics)(nil)
+
 // CallReceived counts a call's bytes by the path they took.
-func (m *Metrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
+func (m *engineMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
 	m.opRecv.Inc()
 	m.bytesInline.Add(float64(inline))
 	switch kind {
@@ -302,7 +313,7 @@ func (m *Metrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
 // ReplySent counts a reply's bytes. For a reply through the Reply chunk
 // the engine reports Write chunk and Reply chunk bytes together; they
 // are counted as reply_chunk.
-func (m *Metrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
+func (m *engineMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
 	m.opSend.Inc()
 	m.bytesInlineOut.Add(float64(inline))
 	if written > 0 {
@@ -317,7 +328,7 @@ func (m *Metrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
 }
 
 // ErrorSent counts an RDMA_ERROR answer.
-func (m *Metrics) ErrorSent(code rdmarpc.ErrorCode) {
+func (m *engineMetrics) ErrorSent(code rdmarpc.ErrorCode) {
 	switch code {
 	case rdmarpc.ErrCodeVers:
 		m.errVers.Inc()
@@ -329,30 +340,30 @@ func (m *Metrics) ErrorSent(code rdmarpc.ErrorCode) {
 }
 
 // SendInvalidated counts a reply sent with Send With Invalidate.
-func (m *Metrics) SendInvalidated() { m.sendInv.Inc() }
+func (m *engineMetrics) SendInvalidated() { m.sendInv.Inc() }
 
 // Dropped counts a message the engine dropped.
-func (m *Metrics) Dropped(reason rdmarpc.DropReason) {
+func (m *engineMetrics) Dropped(reason rdmarpc.DropReason) {
 	m.engineDrops.WithLabelValues(reason.String()).Inc()
 }
 
 // MemoryWait counts calls beginning to wait for Read chunk memory.
-func (m *Metrics) MemoryWait() { m.memoryWaits.Inc() }
+func (m *engineMetrics) MemoryWait() { m.memoryWaits.Inc() }
 
 // RDMAFailed counts a failed work request.
-func (m *Metrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
+func (m *engineMetrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
 	m.rdmaOps.WithLabelValues(op.String(), status.String()).Inc()
 }
 
 // ConnUp counts an established client connection.
-func (m *Metrics) ConnUp() {
+func (m *engineMetrics) ConnUp() {
 	m.connsTotal.Inc()
 	m.connsCurrent.Inc()
 }
 
 // ConnDown counts a connection's end. The engine's err only says whether
 // it ended cleanly; the session records the finer reason (closeReason).
-func (m *Metrics) ConnDown(err error) {
+func (m *engineMetrics) ConnDown(err error) {
 	m.connsCurrent.Dec()
 }
 

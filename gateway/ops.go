@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 )
 
@@ -127,20 +128,20 @@ func (o *clientOps) fill(si *SessionInfo, now time.Time) {
 // sessionMetrics counts one forward client's RDMA bytes for the live
 // view and passes every event on to the gateway's metrics.
 type sessionMetrics struct {
-	*Metrics
+	*engineMetrics
 	ops *clientOps
 }
 
 // CallReceived implements rdmarpc.ResponderMetrics.
 func (m sessionMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
 	m.ops.in.Add(uint64(inline + chunk))
-	m.Metrics.CallReceived(kind, inline, chunk)
+	m.engineMetrics.CallReceived(kind, inline, chunk)
 }
 
 // ReplySent implements rdmarpc.ResponderMetrics.
 func (m sessionMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
 	m.ops.out.Add(uint64(inline + written))
-	m.Metrics.ReplySent(kind, inline, written)
+	m.engineMetrics.ReplySent(kind, inline, written)
 }
 
 // clientTable is a gateway's live client connections. Each has its own
@@ -380,10 +381,10 @@ type opsMetrics struct {
 
 func newOpsMetrics(f factory) *opsMetrics {
 	return &opsMetrics{
-		draining: f.gauge("rdmagw_draining", "1 while the gateway drains (SIGTERM or `rdmagw drain`): it accepts no new clients nor calls, and waits for the calls in flight up to shutdown.drain_timeout."),
-		drainAbandoned: f.counter("rdmagw_drain_abandoned_calls_total",
+		draining: f.gauge(metricname.Draining, "1 while the gateway drains (SIGTERM or `rdmagw drain`): it accepts no new clients nor calls, and waits for the calls in flight up to shutdown.drain_timeout."),
+		drainAbandoned: f.counter(metricname.DrainAbandonedCallsTotal,
 			"Calls still unanswered when a drain reached shutdown.drain_timeout; their clients were disconnected and retransmit after reconnecting."),
-		reloads: f.counterVec("rdmagw_config_reloads_total",
+		reloads: f.counterVec(metricname.ConfigReloadsTotal,
 			"Configuration reloads (SIGHUP, systemctl reload), by result (applied; rejected: the file was invalid and nothing changed).", "result"),
 	}
 }

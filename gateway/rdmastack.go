@@ -43,7 +43,7 @@ func (s *rdmaStack) open(cfg *Config, field, provider, addr string, met *Metrics
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	met.RegisterPool(s.pool)
+	met.registerPool(s.pool)
 	return nil
 }
 

@@ -157,7 +157,7 @@ func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
 		conn.Close()
 		return
 	}
-	r.met.Metrics.ConnUp()
+	r.met.engine().ConnUp()
 	r.log.Info("client connected", "peer", peer, "backend", r.backend,
 		"granted", link.granted(), "inline_send", link.inlineSend())
 	c := newRevClient(r, conn, link)
@@ -167,7 +167,7 @@ func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
 	reason := c.run(ctx)
 	r.clients.remove(c)
 	link.close()
-	r.met.Metrics.ConnDown(nil)
+	r.met.engine().ConnDown(nil)
 	r.met.connClosed(reason)
 	r.log.Info("client disconnected", "peer", peer, "reason", reason)
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -43,16 +44,16 @@ func newReverseMetrics() *reverseMetrics {
 	m.bytesWriteChunkIn = m.bytes.WithLabelValues(pathWriteChunk, "in")
 	m.bytesReplyChunkIn = m.bytes.WithLabelValues(pathReplyChunk, "in")
 
-	m.backendConns = f.gauge("rdmagw_backend_rdma_connections", "RPC-over-RDMA connections to the NFS server open now (reverse mode: one per TCP client).")
-	m.errorsReceived = f.counterVec("rdmagw_rdma_errors_received_total", "RDMA_ERROR answers received from the server, by code (ERR_VERS, ERR_CHUNK).", "code")
-	m.pings = f.counterVec("rdmagw_backend_pings_total",
+	m.backendConns = f.gauge(metricname.BackendRDMAConnections, "RPC-over-RDMA connections to the NFS server open now (reverse mode: one per TCP client).")
+	m.errorsReceived = f.counterVec(metricname.RDMAErrorsReceivedTotal, "RDMA_ERROR answers received from the server, by code (ERR_VERS, ERR_CHUNK).", "code")
+	m.pings = f.counterVec(metricname.BackendPingsTotal,
 		"NULL calls sent on the reserve credit to check an idle RDMA connection (RFC 8267 §6.7.2), by result (ok; timeout: unanswered within reverse.ping_timeout, the connection is re-established; error: the call failed).", "result")
 	m.pingOK = m.pings.WithLabelValues("ok")
 	m.pingTimeout = m.pings.WithLabelValues("timeout")
 	m.pingError = m.pings.WithLabelValues("error")
-	m.chunkRetries = f.counter("rdmagw_reply_chunk_retries_total", "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
-	m.clientStalls = f.counter("rdmagw_client_backpressure_total", "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
-	m.systemErrs = f.counterVec("rdmagw_gateway_error_replies_total",
+	m.chunkRetries = f.counter(metricname.ReplyChunkRetriesTotal, "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
+	m.clientStalls = f.counter(metricname.ClientBackpressureTotal, "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
+	m.systemErrs = f.counterVec(metricname.GatewayErrorRepliesTotal,
 		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; connection_lost: the RDMA connection failed 3 times while the call was outstanding; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped).", "reason")
 	return m
 }
@@ -100,8 +101,8 @@ func (m *reverseMetrics) ConnDown(error) { m.backendConns.Dec() }
 // work requests); they are listed to show the interface is complete.
 var _ rdmarpc.RequesterMetrics = (*reverseMetrics)(nil)
 
-func (m *reverseMetrics) Dropped(reason rdmarpc.DropReason) { m.Metrics.Dropped(reason) }
+func (m *reverseMetrics) Dropped(reason rdmarpc.DropReason) { m.engine().Dropped(reason) }
 
 func (m *reverseMetrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
-	m.Metrics.RDMAFailed(op, status)
+	m.engine().RDMAFailed(op, status)
 }

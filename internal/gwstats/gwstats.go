@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 )
 
 // Path is one series of rdmagw_bytes_total.
@@ -43,7 +45,7 @@ func Take(g prometheus.Gatherer) (Snapshot, error) {
 	}
 	for _, f := range fams {
 		switch f.GetName() {
-		case "rdmagw_bytes_total":
+		case metricname.BytesTotal:
 			for _, m := range f.GetMetric() {
 				p := Path{Bytes: m.GetCounter().GetValue()}
 				for _, l := range m.GetLabel() {
@@ -56,15 +58,15 @@ func Take(g prometheus.Gatherer) (Snapshot, error) {
 				}
 				s.Paths = append(s.Paths, p)
 			}
-		case "rdmagw_calls_total":
+		case metricname.CallsTotal:
 			for _, m := range f.GetMetric() {
 				s.Calls += m.GetCounter().GetValue()
 			}
-		case "rdmagw_rdma_errors_sent_total":
+		case metricname.RDMAErrorsSentTotal:
 			for _, m := range f.GetMetric() {
 				s.ErrVersChunk += m.GetCounter().GetValue()
 			}
-		case "rdmagw_pool_bytes_in_use":
+		case metricname.PoolBytesInUse:
 			for _, m := range f.GetMetric() {
 				s.PoolInUse += m.GetGauge().GetValue()
 			}

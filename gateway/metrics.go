@@ -287,8 +287,7 @@ func programName(prog uint32) string {
 // ---- rdmarpc.ResponderMetrics ----
 
 // engineMetrics is the view of Metrics the RPC-over-RDMA engine reports
-// to (rdmarpc.ResponderMetrics); it is no part of
-// the gateway's API.
+// to (rdmarpc.ResponderMetrics); it is no part of the gateway's API.
 type engineMetrics Metrics
 
 // engine returns m's engine view.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/internal/redial"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -51,7 +52,8 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 		}
 		now := time.Now()
 		if s.be.gotReply.Load() && now.Sub(up) >= b.ReconnectMax {
-			s.be.failures, s.be.since = 0, time.Time{} // the last episode is over
+			s.be.backoff.Reset() // the last episode is over
+			s.be.since = time.Time{}
 		}
 		if s.be.since.IsZero() {
 			s.be.since = now
@@ -74,8 +76,8 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 // (runBackend, reconnect) owns failures and since; the ping fields are
 // guarded by the session's mutex.
 type beState struct {
-	failures int       // failures in the current episode: each doubles the next wait
-	since    time.Time // the episode's first failure; zero while healthy
+	backoff redial.Backoff // the waits of the current episode: each failure doubles the next
+	since   time.Time      // the episode's first failure; zero while healthy
 
 	// Per connection, reset by serveBackend.
 	gotReply atomic.Bool  // a reply to a call or a ping arrived
@@ -121,53 +123,22 @@ const maxReplyBreaks = 3
 
 // reconnect waits out the backoff, dials, and repeats until a dial
 // succeeds, ctx ends, or the failure episode has lasted give_up_after;
-// then it disconnects the client and returns nil.
+// then it disconnects the client and returns nil. Every dial waits
+// first, the first one included, reconnect_backoff_initial doubled per
+// failure of the episode up to reconnect_backoff_max, with jitter.
 func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn {
 	b := &s.cfg.Backend
-	deadline := s.be.since.Add(b.GiveUpAfter)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	var err error
-	for attempt := 1; ; attempt++ {
-		left := time.Until(deadline)
-		if left <= 0 {
-			s.giveUpBackend(d, attempt-1, err)
-			return nil
-		}
-		timer.Reset(min(s.nextBackoff(), left))
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil
-		case <-s.be.pause:
-			return nil // nothing to keep
-		}
-		var conn *net.TCPConn
-		conn, err = d.dial(ctx)
-		if err == nil {
-			return conn
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.met.backendError("connect")
-		s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "error", err)
+	bo := &s.be.backoff
+	bo.Initial, bo.Max, bo.Jitter = b.ReconnectInitial, b.ReconnectMax, true
+	conn, _, err := redial.Dial(ctx, redial.Plan{Backoff: bo, Deadline: s.be.since.Add(b.GiveUpAfter), Stop: s.be.pause,
+		Failed: func(attempt int, _ time.Duration, err error) {
+			s.met.backendError("connect")
+			s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "error", err)
+		}}, d.dial)
+	if gu := (*redial.GaveUpError)(nil); errors.As(err, &gu) {
+		s.giveUpBackend(d, gu.Dials, gu.Err)
 	}
-}
-
-// nextBackoff is the wait before the next dial: reconnect_backoff_initial
-// doubled per failure of the episode, capped at reconnect_backoff_max,
-// with "equal jitter" (a uniform draw from its upper half) so that the
-// sessions of many clients do not redial in step.
-func (s *session) nextBackoff() time.Duration {
-	b := &s.cfg.Backend
-	d := b.ReconnectMax
-	if s.be.failures < 32 {
-		d = min(b.ReconnectInitial<<s.be.failures, b.ReconnectMax)
-	}
-	s.be.failures++
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return conn
 }
 
 // giveUpBackend disconnects the client after give_up_after of failures.
@@ -208,12 +179,17 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	s.be.pingDue, s.be.pingOut = false, false
 	s.mu.Unlock()
 	done := make(chan struct{})
+	// rctx ends with done: the reader's waits for pool memory end with
+	// the connection.
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var once sync.Once
 	var first error
 	stop := func(err error) {
 		once.Do(func() {
 			first = err
 			close(done)
+			cancel()
 			if err != errPaused { // never a connection being parked
 				conn.Close()
 			}
@@ -229,7 +205,7 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	}()
 	go func() {
 		defer wg.Done()
-		stop(s.readReplies(conn, done))
+		stop(s.readReplies(rctx, conn, done))
 	}()
 	go func() {
 		defer wg.Done()
@@ -251,7 +227,7 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 		// server is the common case when a client reconnects after a
 		// timeout. done first: a goroutine woken by the deadline must
 		// find the stop taken (its own stop would close conn).
-		once.Do(func() { first = errPaused; close(done) })
+		once.Do(func() { first = errPaused; close(done); cancel() })
 		s.be.paused.Store(true)
 		conn.SetReadDeadline(time.Now())
 		conn.SetWriteDeadline(time.Now().Add(pauseWriteGrace))
@@ -544,7 +520,8 @@ func (s *session) giveBackBatch(batch []*pendingCall) {
 
 // readReplies reads reply records, matches them to calls by XID and
 // delivers them.
-func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
+// ctx ends when done closes.
+func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-chan struct{}) error {
 	// The read-ahead is the walker's window and also how much of a READ
 	// payload one read() may pull in ahead of its buffer (to be copied
 	// once more): 16 KiB keeps that under 2% of a 1 MiB READ.
@@ -556,10 +533,8 @@ func (s *session) readReplies(conn *net.TCPConn, done <-chan struct{}) error {
 		rr = tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
 		s.be.rr, s.be.rrConn = rr, conn
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	lim := s.cfg.CarryLimits()
-	rb := replyBuilder{rr: rr, pool: s.pool, quota: s.replyQuota, localWait: &s.be.localWait, peekMax: peekMax, done: done, timer: timer, lim: &lim}
+	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, peekMax, &lim)
 	var rh oncrpc.ReplyHeader
 	for {
 		if err := rr.Next(); err != nil {

@@ -175,7 +175,7 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 			return fmt.Errorf("accept RDMA connection: %w", err)
 		}
 		f.clients.acceptBusy.Store(time.Now().UnixNano())
-		if !f.allowedPeer(req.RemoteAddr()) {
+		if !f.reload.allows(req.RemoteAddr()) {
 			f.met.rejected("not_allowed")
 			f.log.Warn("connection request rejected: address not in listen.allowed_networks", "peer", req.RemoteAddr().String())
 			req.Reject(nil)
@@ -324,10 +324,6 @@ func (c *connCounter) leave(ip netip.Addr) {
 	if c.byAddr[ip]--; c.byAddr[ip] <= 0 {
 		delete(c.byAddr, ip)
 	}
-}
-
-func (f *Forward) allowedPeer(a net.Addr) bool {
-	return prefixesAllow(f.reload.allowedNets(), a)
 }
 
 // Close releases the listener, the metrics endpoint, the pool and the

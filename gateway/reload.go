@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -85,7 +86,26 @@ func (l *liveConfig) setAllowed(nets []string) {
 // conn is the configuration for a connection made now.
 func (l *liveConfig) conn() *Config { return l.cur.Load() }
 
-func (l *liveConfig) allowedNets() []netip.Prefix { return *l.allowed.Load() }
+// allows reports whether a client at a may connect: its IP lies in one
+// of listen.allowed_networks, or the list is empty. Both modes ask it, at
+// accept and when a reload narrows the list (outsideAllowed).
+func (l *liveConfig) allows(a net.Addr) bool {
+	allowed := *l.allowed.Load()
+	if len(allowed) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range allowed {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
 
 // reconfigure merges next into the running configuration (fields of
 // live and conn; the rest keep their running values), validates the
@@ -151,7 +171,7 @@ func (t *clientTable) outsideAllowed(l *liveConfig) []string {
 	now := time.Now()
 	for _, c := range t.list() {
 		peer := c.info(now).Peer
-		if !prefixesAllow(l.allowedNets(), peerAddr(peer)) {
+		if !l.allows(peerAddr(peer)) {
 			out = append(out, peer)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -128,7 +127,7 @@ func (r *Reverse) Serve(ctx context.Context) error {
 			return fmt.Errorf("accept TCP connection: %w", err)
 		}
 		r.clients.acceptBusy.Store(time.Now().UnixNano())
-		if !prefixesAllow(r.reload.allowedNets(), conn.RemoteAddr()) {
+		if !r.reload.allows(conn.RemoteAddr()) {
 			r.met.rejected("not_allowed")
 			r.log.Warn("connection rejected: address not in listen.allowed_networks", "peer", conn.RemoteAddr().String())
 			conn.Close()
@@ -170,25 +169,6 @@ func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
 	r.met.engine().ConnDown(nil)
 	r.met.connClosed(reason)
 	r.log.Info("client disconnected", "peer", peer, "reason", reason)
-}
-
-// prefixesAllow reports whether a's IP lies in one of allowed (empty
-// allows everything).
-func prefixesAllow(allowed []netip.Prefix, a net.Addr) bool {
-	if len(allowed) == 0 {
-		return true
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range allowed {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }
 
 // Close releases the listener, the metrics endpoint, the pool and the

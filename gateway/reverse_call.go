@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/internal/splitter"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
@@ -19,8 +19,8 @@ import (
 // and everything it needs, kept from call to call so that the steady
 // state allocates nothing.
 //
-// A call record is read straight from the socket into two kinds of
-// memory:
+// A call record is read straight from the socket by a splitter.Splitter
+// (Inline = Scratch) into two kinds of memory:
 //
 //	scratch  the RPC header and every argument byte that is not the body
 //	         of a DDP-eligible item, contiguous (Go memory: the requester
@@ -33,20 +33,18 @@ type revSlot struct {
 	c    *revClient
 	work chan struct{}
 
-	scratch []byte
-	items   [ulb.MaxItems]slotItem
-	nitems  int
+	sp      *splitter.Splitter
+	scratch []byte // sp.Scratch() of the current call
 
 	hdrLen           int
 	xid              uint32 // the client's XID
 	prog, vers, proc uint32
 	ddp              bool // no RPCSEC_GSS integrity/privacy
 	verifier         int  // reply verifier room beyond an empty one
-	walked           bool // items were looked for (ddp and a binding)
 	received         time.Time
 	stats            *procCounters
 
-	walk  ulb.Walker
+	walk  ulb.Walker // the reply's, for splicing it back (replyVec)
 	msg   rdmarpc.Message
 	plan  rdmarpc.ReplyPlan // what the requester offers: offer's rooms
 	offer ulb.ReplyOffer    // the policy's plan (planReply)
@@ -56,17 +54,10 @@ type revSlot struct {
 	small [oncrpc.MaxReplyHeader]byte // gateway-made replies
 }
 
-// slotItem is one item body: it lies in buf, and in the stream right
-// after scratch[:at] (whose last four bytes are its length word).
-type slotItem struct {
-	at  int
-	n   int
-	buf *rdmarpc.Buffer
-}
-
 func newRevSlot(c *revClient) *revSlot {
-	return &revSlot{c: c, work: make(chan struct{}, 1), scratch: make([]byte, 0, 1024),
-		vec: make([][]byte, 0, 4*ulb.MaxItems+4)}
+	return &revSlot{c: c, work: make(chan struct{}, 1), vec: make([][]byte, 0, 4*ulb.MaxItems+4),
+		sp: splitter.New(splitter.Config{Pool: c.r.pool, Window: revPeekMax, Inline: splitter.Scratch,
+			MaxBodies: c.r.cfg.Reverse.MaxReadChunks})}
 }
 
 // free returns the buffers the slot still holds (at session end).
@@ -75,15 +66,11 @@ func (s *revSlot) free() {
 	s.res.Release()
 }
 
+// releaseItems returns the call's item buffers (the message owns them).
 func (s *revSlot) releaseItems() {
-	for i := range s.nitems {
-		if b := s.items[i].buf; b != nil {
-			b.Release()
-		}
-		s.items[i] = slotItem{}
-	}
-	s.nitems = 0
+	s.msg.ReleaseBuffers()
 	s.msg.Reset()
+	s.sp.Forget()
 }
 
 // read reads the next call record into the slot. It returns ok when the
@@ -124,166 +111,38 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 		c.link.vers.Store(h.Vers)
 	}
 	if err := s.fill(rr); err != nil {
-		s.releaseItems()
 		if errors.Is(err, tcprpc.ErrRecordTooLarge) {
 			// A later fragment crossed the limit: the header was read.
 			return false, s.refuseTooLarge(rr, s.xid, true, err)
 		}
 		return false, err
 	}
-	s.buildMessage()
 	s.planReply()
 	return true, nil
 }
 
-// fill reads the record: walks the arguments in the read-ahead window,
-// copies what precedes each item into scratch and receives the item's
-// body into a pool buffer; the rest goes to scratch.
+// fill reads the record into the slot's message: the arguments are
+// walked in the read-ahead window, each item's body lands in a pool
+// buffer, the rest in scratch. Items stop at reverse.max_read_chunks
+// with a body (RFC 8267 §6.4.2: the rest go in the Long Call); arguments
+// that do not walk, more items than the slot holds or one larger than a
+// pool buffer go inline too and are counted as DDP fallbacks (the server
+// judges unwalkable arguments: GARBAGE_ARGS).
 func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
-	s.scratch = s.scratch[:0]
-	s.nitems = 0
-	s.walked = s.ddp && s.walk.Reset(ulb.Call, s.prog, s.vers, s.proc) == nil
-	skip := s.hdrLen // bytes of the window walked, not yet copied
-	want := min(skip+ulb.FirstPeek, revPeekMax)
-	pool := s.c.r.pool
-	readChunks := 0 // items with a body: each is one Read chunk
-	for s.walked {
-		p, err := rr.Peek(want)
-		if err != nil && err != io.EOF {
-			return err
-		}
-		if len(p) < skip {
-			return fmt.Errorf("call xid %#x: record shorter than its header", s.xid)
-		}
-		st, werr := s.walk.Next(p[skip:])
-		if werr == nil && st.Kind == ulb.StepNeedMore && err == nil && len(p) < revPeekMax {
-			want = min(max(skip+st.Need, 2*len(p)), revPeekMax)
-			continue
-		}
-		if werr != nil || st.Kind == ulb.StepNeedMore {
-			// Arguments that do not decode, a truncated record, or more
-			// arguments before an item than the window holds: the rest
-			// goes inline and the server judges it (GARBAGE_ARGS).
-			s.c.met.ddpFallbacks.Inc()
-			s.c.log.Debug("call arguments sent inline: not walkable", "peer", s.c.peer, "xid", s.xid, "error", werr)
-			break
-		}
-		if st.Kind == ulb.StepDone {
-			break
-		}
-		it := st.Item
-		if it.Length > 0 && readChunks == s.c.r.cfg.Reverse.MaxReadChunks {
-			// RFC 8267 §6.4.2: this and the rest go in the Long Call.
-			break
-		}
-		if s.nitems == len(s.items) || it.Length > pool.MaxSize() {
-			s.c.met.ddpFallbacks.Inc()
-			break
-		}
-		if it.Length > 0 {
-			readChunks++
-		}
-		if err := s.copyInline(rr, skip+it.Offset); err != nil {
-			return err
-		}
-		skip, want = 0, min(ulb.FirstPeek, revPeekMax)
-		si := slotItem{at: len(s.scratch), n: it.Length}
-		if it.Length > 0 {
-			if si.buf, err = s.getBuffer(it.Length); err != nil {
-				return err
-			}
-			s.items[s.nitems] = si
-			s.nitems++
-			if _, err := rr.ReadFull(si.buf.Bytes[:it.Length]); err != nil {
-				return fmt.Errorf("call xid %#x: item %d: %w", s.xid, it.Index, err)
-			}
-		} else {
-			s.items[s.nitems] = si
-			s.nitems++
-		}
-		if it.Pad > 0 {
-			if _, err := rr.Discard(it.Pad); err != nil {
-				return fmt.Errorf("call xid %#x: pad after item %d: %w", s.xid, it.Index, err)
-			}
-		}
+	out, err := s.sp.Split(s.c.ctx, rr, &s.msg, splitter.Record{XID: s.xid, Dir: ulb.Call,
+		Prog: s.prog, Vers: s.vers, Proc: s.proc, HdrLen: s.hdrLen, Walk: s.ddp})
+	s.scratch = s.sp.Scratch()
+	if err != nil {
+		return fmt.Errorf("call xid %#x: %w", s.xid, err)
 	}
-	return s.copyRest(rr)
-}
-
-// copyInline moves the record's next n bytes to scratch.
-func (s *revSlot) copyInline(rr *tcprpc.RecordReader, n int) error {
-	l := len(s.scratch)
-	s.scratch = slices.Grow(s.scratch, n)[:l+n]
-	_, err := rr.ReadFull(s.scratch[l:])
-	return err
-}
-
-// copyRest moves whatever is left of the record to scratch.
-func (s *revSlot) copyRest(rr *tcprpc.RecordReader) error {
-	for {
-		left, _ := rr.Remaining()
-		if left == 0 {
-			// Remaining counts the current fragment only: look further.
-			p, err := rr.Peek(1)
-			if len(p) == 0 {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-			left, _ = rr.Remaining()
-		}
-		l := len(s.scratch)
-		s.scratch = slices.Grow(s.scratch, left)
-		n, err := rr.Read(s.scratch[l:cap(s.scratch)])
-		s.scratch = s.scratch[:l+n]
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	switch out.Stop {
+	case splitter.Unwalkable:
+		s.c.met.ddpFallbacks.Inc()
+		s.c.log.Debug("call arguments sent inline: not walkable", "peer", s.c.peer, "xid", s.xid, "error", out.Err)
+	case splitter.TooMany, splitter.TooLarge:
+		s.c.met.ddpFallbacks.Inc()
 	}
-}
-
-// getBuffer takes a pool buffer, waiting while the pool is exhausted
-// (the client's socket is not read meanwhile: back-pressure).
-func (s *revSlot) getBuffer(n int) (*rdmarpc.Buffer, error) {
-	wait := time.Millisecond
-	for {
-		b, err := s.c.r.pool.Get(n)
-		if err == nil {
-			return b, nil
-		}
-		if !errors.Is(err, rdmarpc.ErrPoolExhausted) {
-			return nil, err
-		}
-		select {
-		case <-time.After(wait):
-		case <-s.c.ctx.Done():
-			return nil, s.c.ctx.Err()
-		}
-		wait = min(2*wait, 50*time.Millisecond)
-	}
-}
-
-// buildMessage lays the call out as pieces: scratch runs between the
-// item bodies.
-func (s *revSlot) buildMessage() {
-	s.msg.Reset()
-	s.msg.XID = s.xid
-	prev := 0
-	for i := range s.nitems {
-		it := &s.items[i]
-		s.msg.Append(rdmarpc.Piece{Data: s.scratch[prev:it.at]})
-		if it.buf != nil {
-			s.msg.Append(rdmarpc.Piece{Data: it.buf.Bytes[:it.n], Item: true, Buf: it.buf})
-		} else {
-			s.msg.Append(rdmarpc.Piece{Item: true})
-		}
-		prev = it.at
-	}
-	s.msg.Append(rdmarpc.Piece{Data: s.scratch[prev:]})
+	return nil
 }
 
 // planReply offers reply room by the requester policy (ulb.Requester:
@@ -295,8 +154,9 @@ func (s *revSlot) buildMessage() {
 // and restored after.
 func (s *revSlot) planReply() {
 	var saved [ulb.MaxItems]uint32
-	for i := range s.nitems {
-		w := s.scratch[s.items[i].at-4:]
+	items := s.sp.Items()
+	for i, it := range items {
+		w := s.scratch[it.At-4:]
 		saved[i] = binary.BigEndian.Uint32(w)
 		binary.BigEndian.PutUint32(w, 0)
 	}
@@ -304,8 +164,8 @@ func (s *revSlot) planReply() {
 		Verifier: s.verifier, Wrapped: !s.ddp}
 	pol := s.c.r.replyPolicy()
 	s.offer = pol.Plan(&call, s.rooms[:0])
-	for i := range s.nitems {
-		binary.BigEndian.PutUint32(s.scratch[s.items[i].at-4:], saved[i])
+	for i, it := range items {
+		binary.BigEndian.PutUint32(s.scratch[it.At-4:], saved[i])
 	}
 	s.plan = rdmarpc.ReplyPlan{WriteChunks: s.offer.WriteChunks, ReplyChunk: s.offer.ReplyChunk}
 }

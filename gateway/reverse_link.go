@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/internal/redial"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -193,6 +194,8 @@ func (l *rdmaLink) usable(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 // connection when the current one fails under it, up to
 // maxConnLossesPerCall connections.
 func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc.ReplyPlan, res *rdmarpc.Result) error {
+	var memWait rdmarpc.PoolWait
+	defer memWait.Stop()
 	for losses := 0; ; {
 		conn, err := l.usable(ctx)
 		if err != nil {
@@ -212,10 +215,8 @@ func (l *rdmaLink) call(ctx context.Context, msg *rdmarpc.Message, plan *rdmarpc
 		case errors.Is(err, rdmarpc.ErrPoolExhausted):
 			// Registered memory is short: wait for other calls to give
 			// some back (the client is not read meanwhile).
-			select {
-			case <-time.After(5 * time.Millisecond):
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := memWait.Wait(ctx); err != nil {
+				return err
 			}
 		default:
 			return err
@@ -252,50 +253,40 @@ func (l *rdmaLink) broken(conn *rdmarpc.RequesterConn, why error) {
 	}()
 }
 
-// reconnect dials with exponential backoff until it succeeds, the link
-// is closed, or give_up_after has passed; then the link is given up.
+// reconnect dials until it succeeds, the link is closed, or
+// give_up_after has passed; then the link is given up. The first dial is
+// at once, the next after reconnect_backoff_initial, doubling up to
+// reconnect_backoff_max (no jitter).
 func (l *rdmaLink) reconnect(ctx context.Context) {
 	b := &l.r.cfg.Backend
-	deadline := time.Now().Add(b.GiveUpAfter)
-	wait := b.ReconnectInitial
-	for attempt := 1; ; attempt++ {
-		conn, err := l.dial(ctx)
-		if err == nil {
-			l.mu.Lock()
-			closed := l.closed
-			l.mu.Unlock()
-			if closed {
-				conn.Close()
-				return
-			}
-			l.r.met.reconnects.Inc()
-			l.install(conn)
-			l.r.log.Info("RDMA connection to the server re-established", "peer", l.peer, "backend", l.r.backend, "attempts", attempt)
-			return
-		}
-		if ctx.Err() != nil {
-			l.giveUp()
-			return
-		}
-		l.r.met.backendError("connect")
-		l.r.log.Debug("RDMA reconnection attempt failed", "peer", l.peer, "backend", l.r.backend,
-			"attempt", attempt, "next_in", min(wait, max(time.Until(deadline), 0)), "error", err)
-		left := time.Until(deadline)
-		if left <= 0 {
-			l.r.met.giveUps.Inc()
-			l.r.log.Error("RDMA server unreachable; giving up and disconnecting the client", "peer", l.peer,
-				"backend", l.r.backend, "attempts", attempt, "give_up_after", b.GiveUpAfter, "error", err)
-			l.giveUp()
-			return
-		}
-		select {
-		case <-time.After(min(wait, left)):
-		case <-ctx.Done():
-			l.giveUp()
-			return
-		}
-		wait = min(2*wait, b.ReconnectMax)
+	conn, attempts, err := redial.Dial(ctx, redial.Plan{
+		Backoff:   &redial.Backoff{Initial: b.ReconnectInitial, Max: b.ReconnectMax},
+		Immediate: true,
+		Deadline:  time.Now().Add(b.GiveUpAfter),
+		Failed: func(attempt int, next time.Duration, err error) {
+			l.r.met.backendError("connect")
+			l.r.log.Debug("RDMA reconnection attempt failed", "peer", l.peer, "backend", l.r.backend,
+				"attempt", attempt, "next_in", next, "error", err)
+		}}, l.dial)
+	if gu := (*redial.GaveUpError)(nil); errors.As(err, &gu) {
+		l.r.met.giveUps.Inc()
+		l.r.log.Error("RDMA server unreachable; giving up and disconnecting the client", "peer", l.peer,
+			"backend", l.r.backend, "attempts", gu.Dials, "give_up_after", b.GiveUpAfter, "error", gu.Err)
 	}
+	if err != nil {
+		l.giveUp()
+		return
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		conn.Close()
+		return
+	}
+	l.r.met.reconnects.Inc()
+	l.install(conn)
+	l.r.log.Info("RDMA connection to the server re-established", "peer", l.peer, "backend", l.r.backend, "attempts", attempts)
 }
 
 func (l *rdmaLink) giveUp() {

@@ -9,6 +9,7 @@
 #           and prometheus (for promtool, which checks deploy/prometheus rules)
 #           and rpcsvc-proto libtirpc-dev (rpcgen and the XDR library that build
 #           the rpcgen judge of the version-two codec, rdmarpc/v2_judge_test.go)
+#           and haproxy (the TCP relay `rdmagw bench -relay haproxy` compares with)
 #   --lab   the rdmavm QEMU lab host side (see /work/shared/rdmavm/README.md):
 #           qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
 #           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
@@ -33,7 +34,8 @@ TEST_PKGS=(tshark tcpdump nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
            nfs-ganesha-proxy-v4 libnfs-utils libnfs-dev
            gcc libc6-dev pkg-config python3
            prometheus    # promtool: checks and unit-tests deploy/prometheus rules
-           rpcsvc-proto libtirpc-dev)   # rpcgen + XDR library: the RPC-over-RDMA v2 judge (rdmarpc)
+           rpcsvc-proto libtirpc-dev   # rpcgen + XDR library: the RPC-over-RDMA v2 judge (rdmarpc)
+           haproxy)      # rdmagw bench -relay haproxy: the TCP relay the gateway is compared with
 LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           ibverbs-utils librdmacm1 rdmacm-utils perftest infiniband-diags
           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
@@ -49,7 +51,7 @@ for a in "$@"; do
         --lab)  mode=lab ;;
         --all)  mode=all ;;
         --dry-run|-n) dry=1 ;;
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install-deps: unknown argument: $a (use --test, --lab or --all)" >&2; exit 2 ;;
     esac
 done
@@ -89,7 +91,7 @@ export DEBIAN_FRONTEND=noninteractive
 # tshark: do not ask whether non-root users may capture (wireshark-common debconf).
 echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 
-# rpcbind / nfs-ganesha / nfs-kernel-server must not start on the host: the
+# rpcbind / nfs-ganesha / nfs-kernel-server / haproxy must not start on the host: the
 # tests start their own daemons (rpcbind in an empty netns, see
 # /work/shared/nfspeers/peers.sh). Deny service starts during the install with a
 # temporary policy-rc.d unless one already exists.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,12 +32,21 @@ type benchOptions struct {
 	vers        string
 	ops         []benchOp
 	size        int64
-	concurrency int
+	concurrency []int // in-flight levels, each run for every workload
 	duration    time.Duration
 	json        bool
 	embedded    bool
 	direct      bool
 	metrics     string
+
+	relay          string // "haproxy": the direct path goes through a TCP relay started here
+	spawnGateway   bool   // run the gateway as its own process (rdmagw serve)
+	gatewayPID     int    // the gateway's process, for CPU per op
+	gatewayMetrics string // the gateway's metrics.listen, for -cpuprofile
+	burn           int    // CPU burner processes beside the run
+	cpuprofile     string // where the gateway's CPU profile goes
+	profileOp      string // the workload profiled
+	profileDepth   int    // at this many in flight
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -49,14 +60,23 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&o.vers, "vers", "3", "NFS version: 3 or 4.1")
 	ops := fs.String("ops", defaultBenchOps, "workloads: read-SIZE, write-SIZE (SIZE up to 1m), getattr")
 	size := fs.String("size", "64MiB", "size of the benchmark file (reads and writes land at random aligned offsets in it)")
-	fs.IntVar(&o.concurrency, "concurrency", 8, "operations in flight per workload")
+	conc := fs.String("concurrency", "8", "operations in flight per workload; a list (1,8) runs every workload at each")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each workload runs on each path")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
 	fs.BoolVar(&o.embedded, "embedded", false, "start the in-memory NFSv3 server and a gateway in-process (ignores -gateway/-backend)")
-	fs.BoolVar(&o.direct, "direct", true, "also run every workload directly over TCP and print the ratio")
+	fs.BoolVar(&o.direct, "direct", true, "also run every workload directly over TCP (or through -relay) and print the ratio")
 	fs.StringVar(&o.metrics, "metrics", "", "with -embedded: where the gateway serves /metrics")
+	fs.StringVar(&o.relay, "relay", "", "haproxy: the direct path goes through haproxy in TCP mode, started here in front of -backend")
+	fs.BoolVar(&o.spawnGateway, "spawn-gateway", false, "start the gateway as its own process (rdmagw serve, pure-Go provider, loopback) in front of -backend")
+	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
+	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
+	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
+	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
+	fs.IntVar(&o.profileDepth, "profile-concurrency", 0, "the in-flight level -cpuprofile covers (default: the highest)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rdmagw bench -gateway host:port -backend host:port [flags]")
+		fmt.Fprintln(stderr, "       rdmagw bench -spawn-gateway -relay haproxy -backend host:port [flags]")
 		fmt.Fprintln(stderr, "       rdmagw bench -embedded [flags]")
 		fs.PrintDefaults()
 	}
@@ -67,24 +87,62 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	if o.ops, err = parseBenchOps(*ops); err != nil {
 		return nil, fmt.Errorf("-ops: %w", err)
 	}
+	if o.concurrency, err = parseConcurrency(*conc); err != nil {
+		return nil, fmt.Errorf("-concurrency: %w", err)
+	}
 	s, err := gateway.ParseByteSize(*size)
 	if err != nil || s < 1<<20 {
 		return nil, fmt.Errorf("-size %q: want at least 1MiB", *size)
 	}
 	o.size = int64(s)
+	if o.profileOp == "" {
+		o.profileOp = o.ops[0].name
+	}
+	if o.profileDepth == 0 {
+		o.profileDepth = slices.Max(o.concurrency)
+	}
 	switch {
 	case o.vers != "3" && o.vers != "4.1":
 		return nil, fmt.Errorf("-vers %q: want 3 or 4.1", o.vers)
-	case o.concurrency < 1:
-		return nil, errors.New("-concurrency must be at least 1")
 	case o.duration <= 0:
 		return nil, errors.New("-duration must be positive")
 	case o.embedded && o.vers != "3":
 		return nil, errors.New("-embedded serves NFSv3 only (use -vers 3)")
-	case !o.embedded && (o.gateway == "" || o.backend == ""):
-		return nil, errors.New("name the -gateway and the -backend behind it, or use -embedded")
+	case o.embedded && (o.spawnGateway || o.relay != ""):
+		return nil, errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
+	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
+		return nil, errors.New("-spawn-gateway starts the gateway: no -gateway, -gateway-pid or -gateway-metrics")
+	case !o.embedded && o.backend == "":
+		return nil, errors.New("name the -backend (and a -gateway in front of it, or -spawn-gateway), or use -embedded")
+	case !o.embedded && !o.spawnGateway && o.gateway == "":
+		return nil, errors.New("name the -gateway in front of the -backend, or use -spawn-gateway")
+	case o.relay != "" && o.relay != "haproxy":
+		return nil, fmt.Errorf("-relay %q: the one relay known is haproxy", o.relay)
+	case o.relay != "" && !o.direct:
+		return nil, errors.New("-relay is on the direct path: not with -direct=false")
+	case o.burn < 0:
+		return nil, errors.New("-burn must not be negative")
+	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
+		return nil, errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
+	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
+		return nil, fmt.Errorf("-profile-op %q is not one of -ops", o.profileOp)
+	case !slices.Contains(o.concurrency, o.profileDepth):
+		return nil, fmt.Errorf("-profile-concurrency %d is not one of -concurrency", o.profileDepth)
 	}
 	return o, nil
+}
+
+// parseConcurrency reads "1,8": in-flight levels, each at least 1.
+func parseConcurrency(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want whole numbers of at least 1, separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func bench(args []string, stdout, stderr io.Writer) int {
@@ -122,48 +180,53 @@ func bench(args []string, stdout, stderr io.Writer) int {
 type benchInfo struct {
 	Gateway     string `json:"gateway"`
 	Backend     string `json:"backend"`
+	Direct      string `json:"direct,omitempty"` // where the direct path connects (a relay, or the backend)
 	Vers        string `json:"nfs_version"`
 	FileBytes   int64  `json:"file_bytes"`
-	Concurrency int    `json:"concurrency"`
+	Concurrency []int  `json:"concurrency"`
 	Duration    string `json:"duration"`
 	Embedded    bool   `json:"embedded"`
 	MetricsURL  string `json:"metrics_url,omitempty"`
+	// The processes whose CPU is measured (0: not measured), and the
+	// ones the bench started (all stopped by the time it returns).
+	GatewayPID int    `json:"gateway_pid,omitempty"`
+	RelayPID   int    `json:"relay_pid,omitempty"`
+	Relay      string `json:"relay,omitempty"`
+	Burners    []int  `json:"burner_pids,omitempty"`
+	CPUProfile string `json:"cpu_profile,omitempty"` // "op@in-flight file"
 }
 
-func runBench(o *benchOptions, stdout, stderr io.Writer) ([]benchResult, *benchInfo, error) {
+func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult, info *benchInfo, err error) {
 	progress := stdout
 	if o.json {
 		progress = stderr
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "rdmagw", Level: hclog.Warn, Output: stderr})
-	info := &benchInfo{Gateway: o.gateway, Backend: o.backend, Vers: o.vers, FileBytes: o.size,
-		Concurrency: o.concurrency, Duration: o.duration.String(), Embedded: o.embedded}
-	if o.embedded {
-		mem, memAddr, err := startMemServer(log.Named("nfsmem"))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer mem.Close()
-		gw, err := startLocalGateway(memAddr, o.metrics, log.Named("gateway"))
-		if err != nil {
-			return nil, nil, err
-		}
-		defer gw.close()
-		o.backend, o.gateway, o.export = memAddr, gw.fwd.Addr().String(), "/"
-		info.Gateway, info.Backend, info.MetricsURL = o.gateway, o.backend, gw.metricsURL()
+	info = &benchInfo{Gateway: o.gateway, Backend: o.backend, Vers: o.vers, FileBytes: o.size,
+		Concurrency: o.concurrency, Duration: o.duration.String(), Embedded: o.embedded, GatewayPID: o.gatewayPID}
+	st := &benchStack{metrics: o.gatewayMetrics}
+	defer st.stop()
+	if err := st.start(o, info, log); err != nil {
+		return nil, nil, err
 	}
 	mountAddr := o.backend
 	if o.mountPort > 0 {
 		mountAddr = withPort(o.backend, o.mountPort)
 	}
-	budget := time.Duration(len(o.ops)*2)*o.duration + 5*time.Minute
+	budget := time.Duration(len(o.ops)*len(o.concurrency)*2)*o.duration + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	fmt.Fprintf(progress, "rdmagw bench: NFSv%s, file %s, %d in flight, %v per workload\n",
+	fmt.Fprintf(progress, "rdmagw bench: NFSv%s, file %s, %v in flight, %v per workload\n",
 		o.vers, mib(float64(o.size)), o.concurrency, o.duration)
-	fmt.Fprintf(progress, "  gateway: RPC-over-RDMA (iwarp) to %s -> %s\n", o.gateway, o.backend)
+	fmt.Fprintf(progress, "  gateway: RPC-over-RDMA (iwarp) to %s -> %s\n", info.Gateway, o.backend)
+	if info.Relay != "" {
+		fmt.Fprintf(progress, "  direct: TCP through %s (pid %d) at %s -> %s\n", info.Relay, info.RelayPID, info.Direct, o.backend)
+	}
+	if len(info.Burners) > 0 {
+		fmt.Fprintf(progress, "  %d CPU burner processes beside the run\n", len(info.Burners))
+	}
 
-	paths, err := dialBenchPaths(ctx, o)
+	paths, err := dialBenchPaths(ctx, o, info)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,11 +251,32 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) ([]benchResult, *benchI
 			}
 		}
 	}
-	run := benchRun{fileSize: o.size, concurrency: o.concurrency, duration: o.duration, progress: progress}
-	var results []benchResult
 	for _, op := range o.ops {
-		for _, p := range paths {
-			results = append(results, runWorkload(ctx, p.target, op, p.name, o.vers, run))
+		for _, n := range o.concurrency {
+			for _, p := range paths {
+				run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
+				var prof chan error
+				if o.cpuprofile != "" && p.name == "gateway" && op.name == o.profileOp && n == o.profileDepth {
+					prof = make(chan error, 1)
+					secs := max(1, int(o.duration.Seconds()))
+					go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
+					info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
+				}
+				cpu0 := p.cpu()
+				r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
+				if cpu0 >= 0 && r.Ops > 0 {
+					if cpu1 := p.cpu(); cpu1 >= cpu0 {
+						r.CPUProcess = p.proc
+						r.CPUMicrosPerOp = float64((cpu1-cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
+					}
+				}
+				results = append(results, r)
+				if prof != nil {
+					if err := <-prof; err != nil {
+						return nil, nil, err
+					}
+				}
+			}
 		}
 	}
 	for _, p := range paths {
@@ -204,28 +288,121 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) ([]benchResult, *benchI
 	return results, info, nil
 }
 
+// benchStack is what the bench starts around the measured paths: the
+// embedded server and gateway, a gateway process, a relay, CPU burners.
+type benchStack struct {
+	dir     string
+	mem     interface{ Close() error }
+	local   *localGateway
+	procs   []*benchProc // stopped by PID, in reverse order
+	metrics string       // the gateway's metrics.listen ("" if unknown)
+}
+
+func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) error {
+	var err error
+	if st.dir, err = os.MkdirTemp("", "rdmagw-bench-"); err != nil {
+		return err
+	}
+	if o.embedded {
+		mem, memAddr, err := startMemServer(log.Named("nfsmem"))
+		if err != nil {
+			return err
+		}
+		st.mem = mem
+		if st.local, err = startLocalGateway(memAddr, o.metrics, log.Named("gateway")); err != nil {
+			return err
+		}
+		o.backend, o.gateway, o.export = memAddr, st.local.fwd.Addr().String(), "/"
+		info.Gateway, info.Backend, info.MetricsURL = o.gateway, o.backend, st.local.metricsURL()
+	}
+	if o.spawnGateway {
+		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend)
+		if err != nil {
+			return err
+		}
+		st.procs = append(st.procs, p)
+		o.gateway, st.metrics = addr, metrics
+		info.Gateway, info.GatewayPID, info.MetricsURL = addr, p.pid(), "http://"+metrics+"/metrics"
+	}
+	info.Direct = o.backend
+	if o.relay == "haproxy" {
+		p, addr, err := startHaproxy(st.dir, o.backend)
+		if err != nil {
+			return err
+		}
+		st.procs = append(st.procs, p)
+		info.Direct, info.Relay, info.RelayPID = addr, o.relay, p.pid()
+	}
+	if o.burn > 0 {
+		ps, err := startBurners(o.burn)
+		if err != nil {
+			return err
+		}
+		st.procs = append(st.procs, ps...)
+		for _, p := range ps {
+			info.Burners = append(info.Burners, p.pid())
+		}
+	}
+	return nil
+}
+
+// stop stops everything started, processes by their PIDs.
+func (st *benchStack) stop() {
+	for i := len(st.procs) - 1; i >= 0; i-- {
+		st.procs[i].stop(10 * time.Second)
+	}
+	if st.local != nil {
+		st.local.close()
+	}
+	if st.mem != nil {
+		st.mem.Close()
+	}
+	if st.dir != "" {
+		os.RemoveAll(st.dir)
+	}
+}
+
 // benchPath is one way to the backend.
 type benchPath struct {
 	name   string
 	tr     nfsclient.Transport
 	target benchTarget
+	pid    int    // the relay process on this path whose CPU is measured (0: none)
+	proc   string // what pid is, for the report
+}
+
+// cpu is the CPU the path's relay process has used so far, -1 if it is
+// not measured.
+func (p *benchPath) cpu() time.Duration {
+	if p.pid == 0 {
+		return -1
+	}
+	d, err := procCPU(p.pid)
+	if err != nil {
+		return -1
+	}
+	return d
 }
 
 // dialBenchPaths connects the gateway path and, with -direct, the TCP
-// path.
-func dialBenchPaths(ctx context.Context, o *benchOptions) ([]*benchPath, error) {
-	gw, err := dialRDMAClient(ctx, o.gateway, max(64, 2*o.concurrency))
+// path (through the relay if there is one).
+func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*benchPath, error) {
+	gw, err := dialRDMAClient(ctx, o.gateway, max(64, 2*slices.Max(o.concurrency)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to the gateway %s: %w", o.gateway, err)
 	}
-	paths := []*benchPath{{name: "gateway", tr: gw}}
+	paths := []*benchPath{{name: "gateway", tr: gw, pid: info.GatewayPID, proc: "rdmagw"}}
 	if o.direct {
-		d, err := nfsclient.DialTCP(ctx, o.backend)
+		d, err := nfsclient.DialTCP(ctx, info.Direct)
 		if err != nil {
 			gw.Close()
-			return nil, fmt.Errorf("connect to the backend %s: %w", o.backend, err)
+			return nil, fmt.Errorf("connect to %s: %w", info.Direct, err)
 		}
-		paths = append(paths, &benchPath{name: "direct", tr: d})
+		name := "direct"
+		if info.Relay != "" {
+			name = info.Relay
+		}
+		paths = append(paths, &benchPath{name: name, tr: d, pid: info.RelayPID, proc: info.Relay})
 	}
 	return paths, nil
 }

@@ -4,15 +4,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
-// benchRatio compares the gateway with the direct path for one workload.
+// benchRatio compares the gateway with the other path (direct, or
+// through the relay) for one workload at one in-flight level.
 type benchRatio struct {
 	Op         string  `json:"op"`
-	Throughput float64 `json:"throughput"` // gateway ops/s divided by direct ops/s
+	InFlight   int     `json:"in_flight"`
+	Versus     string  `json:"versus"`     // the other path's name
+	Throughput float64 `json:"throughput"` // gateway ops/s divided by the other path's
 	P50        float64 `json:"p50_latency"`
 	P99        float64 `json:"p99_latency"`
+	// CPUPerOp is the gateway's CPU per op divided by the relay's; 0
+	// when either is not measured.
+	CPUPerOp float64 `json:"cpu_per_op,omitempty"`
 }
 
 func benchRatios(results []benchResult) []benchRatio {
@@ -22,9 +29,13 @@ func benchRatios(results []benchResult) []benchRatio {
 			continue
 		}
 		for _, d := range results[i+1:] {
-			if d.Op == g.Op && d.Path == "direct" && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
-				out = append(out, benchRatio{Op: g.Op, Throughput: g.OpsPerSec / d.OpsPerSec,
-					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros})
+			if d.Op == g.Op && d.InFlight == g.InFlight && d.Path != "gateway" && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
+				r := benchRatio{Op: g.Op, InFlight: g.InFlight, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
+					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros}
+				if g.CPUMicrosPerOp > 0 && d.CPUMicrosPerOp > 0 {
+					r.CPUPerOp = g.CPUMicrosPerOp / d.CPUMicrosPerOp
+				}
+				out = append(out, r)
 				break
 			}
 		}
@@ -32,27 +43,51 @@ func benchRatios(results []benchResult) []benchRatio {
 	return out
 }
 
+// cpuCell is a CPU-per-op figure, or "-" when not measured.
+func cpuCell(v float64, format string) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\t")
+	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t\n", r.Op, r.Path, r.Ops, r.OpsPerSec, r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
+			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"))
 	}
 	tw.Flush()
 	if ratios := benchRatios(results); len(ratios) > 0 {
-		fmt.Fprintln(w, "\ngateway / direct (throughput > 1: the gateway is faster; latency < 1: the gateway is quicker):")
+		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "op\tthroughput\tp50 latency\tp99 latency\t")
+		fmt.Fprintln(tw, "op\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
 		for _, r := range ratios {
-			fmt.Fprintf(tw, "%s\t%.2fx\t%.2fx\t%.2fx\t\n", r.Op, r.Throughput, r.P50, r.P99)
+			fmt.Fprintf(tw, "%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t\n", r.Op, r.InFlight, r.Throughput, r.P50, r.P99, cpuCell(r.CPUPerOp, "%.2fx"))
 		}
 		tw.Flush()
 	}
+	if info.GatewayPID != 0 || info.RelayPID != 0 {
+		fmt.Fprintln(w, "\nCPU per op: utime+stime of the process (/proc/<pid>/stat) over the run, divided by its ops:")
+		if info.GatewayPID != 0 {
+			fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)
+		}
+		if info.RelayPID != 0 {
+			fmt.Fprintf(w, "  %s: pid %d\n", info.Relay, info.RelayPID)
+		}
+	}
+	if len(info.Burners) > 0 {
+		fmt.Fprintf(w, "%d CPU burner processes ran beside it\n", len(info.Burners))
+	}
 	for _, r := range results {
 		if r.FirstError != "" {
-			fmt.Fprintf(w, "\n%s over %s stopped on an error: %s\n", r.Op, r.Path, r.FirstError)
+			fmt.Fprintf(w, "\n%s at %d in flight over %s stopped on an error: %s\n", r.Op, r.InFlight, r.Path, r.FirstError)
 		}
+	}
+	if info.CPUProfile != "" {
+		fmt.Fprintf(w, "\ngateway CPU profile (%s): go tool pprof -top %s\n", info.CPUProfile, info.CPUProfile[strings.IndexByte(info.CPUProfile, ' ')+1:])
 	}
 	if info.MetricsURL != "" {
 		fmt.Fprintf(w, "\nmetrics: %s\n", info.MetricsURL)

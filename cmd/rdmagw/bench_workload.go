@@ -66,8 +66,9 @@ func parseBenchOps(s string) ([]benchOp, error) {
 // benchResult is one workload on one path.
 type benchResult struct {
 	Op         string  `json:"op"`
-	Path       string  `json:"path"` // "gateway" (RPC-over-RDMA) or "direct" (TCP)
+	Path       string  `json:"path"` // "gateway" (RPC-over-RDMA), "direct" (TCP) or the relay's name (TCP through it)
 	Vers       string  `json:"nfs_version"`
+	InFlight   int     `json:"in_flight"`
 	Ops        int64   `json:"ops"`
 	Bytes      int64   `json:"bytes"`
 	Errors     int64   `json:"errors"`
@@ -77,6 +78,12 @@ type benchResult struct {
 	P50Micros  float64 `json:"p50_us"`
 	P99Micros  float64 `json:"p99_us"`
 	FirstError string  `json:"first_error,omitempty"`
+	// CPUMicrosPerOp is the CPU (utime+stime from /proc/<pid>/stat) that
+	// the relay process on the path (CPUProcess: the gateway, haproxy)
+	// used during the run, divided by the operations; 0 when that
+	// process is not known (an in-process gateway, a direct path).
+	CPUProcess     string  `json:"cpu_process,omitempty"`
+	CPUMicrosPerOp float64 `json:"cpu_us_per_op,omitempty"`
 }
 
 // benchRun is how long and how wide one workload runs.
@@ -90,7 +97,7 @@ type benchRun struct {
 // runWorkload runs op against t with r.concurrency workers for
 // r.duration and measures every operation's latency.
 func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers string, r benchRun) benchResult {
-	res := benchResult{Op: op.name, Path: path, Vers: vers}
+	res := benchResult{Op: op.name, Path: path, Vers: vers, InFlight: r.concurrency}
 	var ops, bytes, errs atomic.Int64
 	var errOnce sync.Once
 	// Workers stop starting operations at the deadline but let those in

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The processes `rdmagw bench` starts beside itself (a TCP relay, the
+// gateway as its own process, CPU burners) and the CPU accounting of
+// the relay processes it compares. Every process started here is
+// stopped by its PID when the bench ends (benchProc.stop), and dies
+// with the bench if the bench is killed (Pdeathsig).
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
+// which the kernel fixes at 100 on every architecture Go runs Linux on
+// (sysconf(_SC_CLK_TCK)).
+const userHZ = 100
+
+// parseProcStat returns utime+stime, the CPU a process (all its threads)
+// has used, from the text of /proc/<pid>/stat. The command name (field
+// 2) is in parentheses and may itself hold spaces and parentheses, so
+// the fields are counted from the last ')'.
+func parseProcStat(b []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("/proc stat: no command name")
+	}
+	// After ") ": state(3) ppid(4) ... utime(14) stime(15).
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat: %d fields after the command name, want at least 13", len(f))
+	}
+	var ticks uint64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseUint(string(s), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat: utime/stime %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}
+
+// procCPU is the CPU process pid has used so far (utime+stime).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStat(b)
+}
+
+// benchProc is a process the bench started.
+type benchProc struct {
+	name   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *bytes.Buffer // its stdout and stderr, for errors
+}
+
+func startBenchProc(name string, cmd *exec.Cmd) (*benchProc, error) {
+	p := &benchProc{name: name, cmd: cmd, exited: make(chan struct{}), out: new(bytes.Buffer)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	// Pdeathsig: a bench killed (or timed out) takes its children along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+func (p *benchProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *benchProc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the process by its PID: SIGTERM, then SIGKILL if it has not
+// exited after grace. It returns once the process is reaped.
+func (p *benchProc) stop(grace time.Duration) {
+	if !p.alive() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// failure describes a process that did not come up.
+func (p *benchProc) failure(what string) error {
+	state := "still running"
+	if !p.alive() {
+		state = p.cmd.ProcessState.String()
+	}
+	return fmt.Errorf("%s %s (%s):\n%s", p.name, what, state, tail(p.out.Bytes(), 2000))
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// waitListening waits until addr accepts TCP connections or p exits.
+func (p *benchProc) waitListening(addr string, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if !p.alive() {
+			return p.failure("exited")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return p.failure("not listening on " + addr + " after " + timeout.String())
+}
+
+// freeTCPPort returns a TCP port on 127.0.0.1 that was free a
+// moment ago.
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// haproxyConfig is haproxy in TCP mode: it splices bytes between the
+// client and the backend and parses nothing (the cheapest userspace
+// relay). Threads are haproxy's default (one per CPU).
+const haproxyConfig = `global
+    maxconn 1024
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+frontend bench
+    bind 127.0.0.1:%d
+    default_backend nfs
+backend nfs
+    server nfs %s
+`
+
+// startHaproxy starts haproxy (from $PATH; Debian's package, see
+// scripts/install-deps.sh) in front of backend, in the foreground (-db)
+// as one process, and returns it with its address.
+func startHaproxy(dir, backend string) (*benchProc, string, error) {
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		return nil, "", errors.New("-relay haproxy: haproxy not installed (scripts/install-deps.sh --test)")
+	}
+	port, err := freeTCPPort()
+	if err != nil {
+		return nil, "", err
+	}
+	cf := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cf, fmt.Appendf(nil, haproxyConfig, port, backend), 0o644); err != nil {
+		return nil, "", err
+	}
+	p, err := startBenchProc("haproxy", exec.Command(bin, "-db", "-f", cf))
+	if err != nil {
+		return nil, "", err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := p.waitListening(addr, 10*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// gatewayProcessConfig is a forward gateway on the pure-Go provider on
+// loopback, with the profiler on its metrics listener.
+const gatewayProcessConfig = `mode: forward
+listen:
+  address: 127.0.0.1
+  port: %d
+  provider: iwarp
+backend:
+  address: %s
+  port: %s
+pool:
+  max_bytes: 256MiB
+metrics:
+  listen: 127.0.0.1:%d
+  pprof: true
+log:
+  level: warn
+`
+
+// benchExecutable is the program started as `rdmagw serve` for
+// -spawn-gateway: this very binary (tests replace it).
+var benchExecutable = os.Executable
+
+// startGatewayProcess runs `rdmagw serve` (this binary) as its own
+// process in front of backend, so that its CPU is its own and not the
+// bench client's. It returns the process, its RPC-over-RDMA address
+// and its metrics address.
+func startGatewayProcess(dir, backend string) (p *benchProc, addr, metrics string, err error) {
+	host, port, err := net.SplitHostPort(backend)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("-backend %q: %w", backend, err)
+	}
+	exe, err := benchExecutable()
+	if err != nil {
+		return nil, "", "", err
+	}
+	lport, err := freeTCPPort()
+	if err != nil {
+		return nil, "", "", err
+	}
+	mport, err := freeTCPPort()
+	if err != nil {
+		return nil, "", "", err
+	}
+	cf := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(cf, fmt.Appendf(nil, gatewayProcessConfig, lport, host, port, mport), 0o644); err != nil {
+		return nil, "", "", err
+	}
+	p, err = startBenchProc("rdmagw serve", exec.Command(exe, "serve", "-c", cf))
+	if err != nil {
+		return nil, "", "", err
+	}
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lport))
+	metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
+	if err := p.waitHTTP("http://"+metrics+"/metrics", 20*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, "", "", err
+	}
+	return p, addr, metrics, nil
+}
+
+// waitHTTP waits until url answers 200 or p exits.
+func (p *benchProc) waitHTTP(url string, timeout time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		if r, err := c.Get(url); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !p.alive() {
+			return p.failure("exited")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return p.failure("not serving " + url + " after " + timeout.String())
+}
+
+// startBurners starts n processes that each keep a core busy (a shell
+// loop), to measure with the cores shared.
+func startBurners(n int) ([]*benchProc, error) {
+	var ps []*benchProc
+	for range n {
+		p, err := startBenchProc("cpu burner", exec.Command("/bin/sh", "-c", "while :; do :; done"))
+		if err != nil {
+			stopAll(ps)
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func stopAll(ps []*benchProc) {
+	for _, p := range ps {
+		p.stop(5 * time.Second)
+	}
+}
+
+// fetchCPUProfile takes a CPU profile of secs seconds from a gateway's
+// profiler (metrics.pprof on metricsAddr) and writes it to file.
+func fetchCPUProfile(metricsAddr string, secs int, file string) error {
+	c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+	r, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, secs))
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer r.Body.Close()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s: %s (is metrics.pprof on?)", r.Status, tail(body, 200))
+	}
+	return os.WriteFile(file, body, 0o644)
+}

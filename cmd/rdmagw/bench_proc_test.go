@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/internal/nfstest"
+)
+
+// TestMain lets the test binary stand in for rdmagw when the bench
+// starts "rdmagw serve" as its own process (-spawn-gateway): the bench
+// runs os.Executable, which in a test is this binary.
+func TestMain(m *testing.M) {
+	if os.Getenv(asRdmagwEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+const asRdmagwEnv = "RDMAGW_TEST_AS_RDMAGW"
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with spaces and parentheses; utime 1234, stime 766.
+	line := "4242 (a) b (c) S 1 4242 4242 0 -1 4194560 1000 0 0 0 1234 766 0 0 20 0 9 0 100 1000000 500 18446744073709551615\n"
+	got, err := parseProcStat([]byte(line))
+	if err != nil || got != 20*time.Second {
+		t.Fatalf("parseProcStat = %v, %v; want 20s", got, err)
+	}
+	for _, bad := range []string{
+		"",
+		"4242 noparen S 1 2 3",
+		"4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0",         // cut short before utime
+		"4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 12x 766", // not a number
+	} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) accepted", bad)
+		}
+	}
+}
+
+// TestProcCPU reads a real /proc entry: a child that burns CPU shows
+// CPU used, and a process that does not exist is an error.
+func TestProcCPU(t *testing.T) {
+	ps, err := startBurners(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopAll(ps)
+	pid := ps[0].pid()
+	for {
+		d, err := procCPU(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopAll(ps)
+	if _, err := procCPU(pid); err == nil {
+		t.Errorf("procCPU of the stopped pid %d: no error", pid)
+	}
+}
+
+func TestBenchTableCPU(t *testing.T) {
+	results := []benchResult{
+		{Op: "getattr", Path: "gateway", InFlight: 1, Ops: 100, OpsPerSec: 50, P50Micros: 30, P99Micros: 60, CPUProcess: "rdmagw", CPUMicrosPerOp: 40},
+		{Op: "getattr", Path: "haproxy", InFlight: 1, Ops: 100, OpsPerSec: 100, P50Micros: 20, P99Micros: 40, CPUProcess: "haproxy", CPUMicrosPerOp: 10},
+		{Op: "getattr", Path: "gateway", InFlight: 8, Ops: 100, OpsPerSec: 90, P50Micros: 30, P99Micros: 60},
+		{Op: "getattr", Path: "haproxy", InFlight: 8, Ops: 100, OpsPerSec: 100, P50Micros: 30, P99Micros: 60, CPUMicrosPerOp: 10},
+	}
+	r := benchRatios(results)
+	if len(r) != 2 || r[0].InFlight != 1 || r[0].Versus != "haproxy" || r[0].Throughput != 0.5 || r[0].CPUPerOp != 4 ||
+		r[1].InFlight != 8 || r[1].CPUPerOp != 0 {
+		t.Fatalf("ratios %+v", r)
+	}
+	var out bytes.Buffer
+	printBenchTable(&out, &benchInfo{GatewayPID: 10, RelayPID: 11, Relay: "haproxy"}, results)
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{"CPU µs/op", "gateway / haproxy", "4.00x", "40.0", "pid 10", "haproxy: pid 11"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	// The unmeasured gateway CPU at 8 in flight shows as "-", twice (result, ratio).
+	n := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasSuffix(strings.TrimRight(l, " "), " -") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d unmeasured cells, want 2", n)
+	}
+}
+
+// TestBenchRelay is `rdmagw bench -spawn-gateway -relay haproxy` against
+// nfs-ganesha: the gateway as its own process and haproxy in TCP mode in
+// front of the same ganesha, CPU per op of both, a CPU burner beside
+// them and a CPU profile of the gateway; every process the bench started
+// is gone afterwards. With RDMAGW_BENCH_ARGS set (scripts/bench-relay.sh)
+// it runs those bench flags instead and prints the table: the
+// measurement, not a test.
+func TestBenchRelay(t *testing.T) {
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed (scripts/install-deps.sh --test)")
+	}
+	g := nfstest.StartGanesha(t)
+	t.Setenv(asRdmagwEnv, "1") // the spawned "rdmagw serve" is this binary
+	_, mport, _ := strings.Cut(g.MountAddr, ":")
+	base := []string{"-spawn-gateway", "-relay", "haproxy", "-backend", g.NFSAddr, "-mountport", mport, "-export", g.Export}
+	if env := os.Getenv("RDMAGW_BENCH_ARGS"); env != "" {
+		var out bytes.Buffer
+		rc := run(append(append([]string{"bench"}, base...), strings.Fields(env)...), &out, os.Stderr)
+		os.Stdout.Write(out.Bytes())
+		if rc != 0 {
+			t.Fatalf("rc %d", rc)
+		}
+		return
+	}
+	prof := filepath.Join(t.TempDir(), "gw.pprof")
+	got := runBenchJSON(t, append(base, "-duration", "1s", "-ops", "getattr,read-4k", "-size", "1MiB",
+		"-concurrency", "1,4", "-burn", "1", "-cpuprofile", prof, "-profile-op", "getattr")...)
+	if len(got.Results) != 8 || len(got.Ratios) != 4 {
+		t.Fatalf("%d results, %d ratios; want 8, 4", len(got.Results), len(got.Ratios))
+	}
+	for _, r := range got.Results {
+		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || (r.Path != "gateway" && r.Path != "haproxy") {
+			t.Errorf("result %+v", r)
+		}
+	}
+	for _, r := range got.Ratios {
+		if r.Versus != "haproxy" || r.CPUPerOp <= 0 {
+			t.Errorf("ratio %+v", r)
+		}
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a pprof profile is gzipped protobuf
+		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
+	}
+	if got.Run.GatewayPID == 0 || got.Run.RelayPID == 0 || len(got.Run.Burners) != 1 {
+		t.Fatalf("run info %+v", got.Run)
+	}
+	for _, pid := range append([]int{got.Run.GatewayPID, got.Run.RelayPID}, got.Run.Burners...) {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still there after the bench: %v", pid, err)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -373,11 +372,17 @@ func (s *session) failCall(pc *pendingCall, reason string, cause error) {
 	if !s.takeAnswered(pc) {
 		return
 	}
+	pc.answer, pc.failReason, pc.failCause = answerFail, reason, cause
+	s.answerOrHandOff(pc)
+}
+
+// sendFailure is failCall's answer (finishAnswer).
+func (s *session) sendFailure(pc *pendingCall) {
 	pc.reply.ReleaseBuffers()
 	pc.reply.Reset()
-	s.met.be.failed.WithLabelValues(reason).Inc()
+	s.met.be.failed.WithLabelValues(pc.failReason).Inc()
 	s.log.Warn("backend reply cannot be carried; call answered SYSTEM_ERR", "peer", s.peer, "xid", pc.xid,
-		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", reason, "error", cause)
+		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", pc.failReason, "error", pc.failCause)
 	rh := oncrpc.SystemErrReply(pc.xid)
 	if err := s.replyWithHeader(pc.call, &rh); err != nil {
 		s.log.Debug("SYSTEM_ERR not sent", "peer", s.peer, "xid", pc.xid, "error", err)
@@ -391,21 +396,16 @@ func (s *session) failCall(pc *pendingCall, reason string, cause error) {
 	s.mu.Unlock()
 }
 
-// takeAnswered removes pc, about to be answered, from the pending table
-// and waits until the writer has returned from the writev that sent it
-// (the reply can arrive first, and answering hands the call's buffers
-// back to the engine). False if pc is no longer outstanding.
+// takeAnswered removes pc, about to be answered, from the pending table:
+// the reader owns the answer from here (session.go). False if pc is no
+// longer outstanding.
 func (s *session) takeAnswered(pc *pendingCall) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.pending.byXID[pc.xid] != pc {
-		s.mu.Unlock()
 		return false
 	}
 	delete(s.pending.byXID, pc.xid)
-	s.mu.Unlock()
-	for pc.writing.Load() {
-		runtime.Gosched()
-	}
 	return true
 }
 
@@ -484,17 +484,29 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 				s.giveBackBatch(batch)
 				return nil
 			}
-			pc.writing.Store(true)
+			// pc is not touched after the writev unless the answer was
+			// handed to us: the reader may recycle it at once.
+			xid := pc.xid
 			s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
 			vec = pc.call.Msg.AppendVec(vec[:0])
+			pc.writing()
 			err := rw.WriteRecordv(vec)
-			pc.writing.Store(false)
+			if pc.written() {
+				// The reply came back before writev returned: the
+				// reader left the answer to us (session.go). Reply may
+				// wait for the client to take replies, as on the reader.
+				held := !s.be.localWait.Swap(true)
+				s.finishAnswer(pc)
+				if held {
+					s.be.localWait.Store(false)
+				}
+			}
 			batch[i] = nil
 			if err != nil {
 				clear(batch)
 				s.giveBackBatch(batch)
 				s.met.backendError("write")
-				return fmt.Errorf("write call xid %#x: %w", pc.xid, err)
+				return fmt.Errorf("write call xid %#x: %w", xid, err)
 			}
 		}
 		clear(vec[:cap(vec)])

@@ -26,11 +26,16 @@ type pendingCall struct {
 	received time.Time
 	sent     time.Time
 	stats    *procCounters
-	// writing is set while the backend writer has the call's message on
-	// the wire. The reader waits for it to clear before replying: the
-	// reply can arrive while writev is still returning, and Reply hands
-	// the message's buffers back to the engine.
-	writing atomic.Bool
+	// wire is wireWriting while the backend writer is inside the writev
+	// that carries the call's buffers, and wireHandedOff once the reader
+	// has left the answer to it (see the ownership rule in session.go).
+	wire atomic.Uint32
+	// How the call is answered, set by the reader before it answers or
+	// hands the answer to the writer (finishAnswer).
+	answer     answerKind
+	status     replyStatus // answerReply: the reply's status, for the metrics
+	failReason string      // answerFail: why, for the metrics and the log
+	failCause  error
 	// reply is built by the backend reader and handed to call.Reply.
 	reply rdmarpc.Message
 	next  *pendingCall // free list
@@ -64,6 +69,7 @@ func (t *pendingTable) put(pc *pendingCall) {
 	pc.reply.Reset()
 	pc.call, pc.stats, pc.sent, pc.received = nil, nil, time.Time{}, time.Time{}
 	pc.xid, pc.prog, pc.vers, pc.proc, pc.ddp, pc.seq, pc.breaks = 0, 0, 0, 0, false, 0, 0
+	pc.answer, pc.status, pc.failReason, pc.failCause = answerNone, 0, "", nil
 	pc.next = t.free
 	t.free = pc
 }

@@ -20,6 +20,25 @@ import (
 // writer; the backend reader matches replies by XID, builds each reply in
 // registered buffers and hands it to call.Reply. The backend goroutines
 // (backend.go) reconnect on failure and re-send what has no reply yet.
+//
+// Who owns a call (pendingCall and its rdmarpc.Call):
+//   - ServeCall puts it in the pending table and the send queue. While it
+//     is in the pending table the writer may put its message on the wire
+//     (as often as reconnects need) and the reader may build its reply.
+//   - The reader takes it out of the pending table (takeAnswered) when it
+//     has its answer: from then on the answer is the reader's to send,
+//     and nothing else answers, drops or re-sends the call.
+//   - Answering (call.Reply, or Drop) hands the call's buffers back to
+//     the engine, so it must not happen while the writer is still inside
+//     the writev that carries them: on loopback the reply often arrives
+//     before writev returns. Nobody waits for that. The writer marks the
+//     call wireWriting around its writev; the reader that finds it so
+//     hands the answer over (wireHandedOff) and goes on reading, and the
+//     writer, back from writev, sends the answer itself. Whichever of the
+//     two lets go of the call last answers it (as svcrdma's completion
+//     handlers leave the release to whoever drops the last reference).
+//   - The answer recycles the pendingCall; teardown drops what is still
+//     in the table once both backend goroutines have stopped.
 type session struct {
 	rc   *rdmarpc.ResponderConn
 	cfg  *Config
@@ -225,9 +244,71 @@ func (s *session) deliver(pc *pendingCall, st replyStatus) {
 		pc.reply.ReleaseBuffers()
 		return
 	}
+	pc.answer, pc.status = answerReply, st
+	s.answerOrHandOff(pc)
+}
+
+// answerKind is how a call taken from the pending table is answered.
+type answerKind uint8
+
+const (
+	answerNone  answerKind = iota
+	answerReply            // the backend's reply, built in pc.reply (sendReply)
+	answerFail             // SYSTEM_ERR (sendFailure)
+)
+
+// pendingCall.wire states.
+const (
+	wireIdle      = iota // the writer is not writing the call
+	wireWriting          // the writer is inside the writev that carries the call's buffers
+	wireHandedOff        // ...and the reader has left the answer to it
+)
+
+// writing marks pc as being put on the wire (writer, before writev).
+func (pc *pendingCall) writing() { pc.wire.Store(wireWriting) }
+
+// written ends writing (writer, after writev) and reports whether the
+// reader handed pc's answer over meanwhile: then the writer sends it.
+func (pc *pendingCall) written() bool {
+	if pc.wire.CompareAndSwap(wireWriting, wireIdle) {
+		return false
+	}
+	pc.wire.Store(wireIdle)
+	return true
+}
+
+// handOff gives pc's answer to the writer if it is still inside the
+// writev that sent the call; false if it is not, and the caller (the
+// reader) answers. Either way the reader does not touch pc again.
+func (pc *pendingCall) handOff() bool { return pc.wire.CompareAndSwap(wireWriting, wireHandedOff) }
+
+// answerOrHandOff answers pc, which the reader has taken from the
+// pending table with its answer set, or, while the writer is still
+// inside the writev that sent the call, hands the answer to the writer.
+// Reader only.
+func (s *session) answerOrHandOff(pc *pendingCall) {
+	if pc.handOff() {
+		return // the writer finishes it when writev returns
+	}
+	s.finishAnswer(pc)
+}
+
+// finishAnswer sends pc's answer and recycles pc. It runs on the reader,
+// or on the writer when the answer was handed to it.
+func (s *session) finishAnswer(pc *pendingCall) {
+	switch pc.answer {
+	case answerReply:
+		s.sendReply(pc)
+	case answerFail:
+		s.sendFailure(pc)
+	}
+}
+
+// sendReply is deliver's answer (finishAnswer).
+func (s *session) sendReply(pc *pendingCall) {
 	s.ops.touch(time.Now())
 	s.met.observe(s.met.callLatency, pc.received)
-	pc.stats.reply(s.met, st).Inc()
+	pc.stats.reply(s.met, pc.status).Inc()
 	s.met.creditsInUse.Dec()
 	if err := pc.call.Reply(&pc.reply); err != nil {
 		s.log.Debug("reply not sent: client connection gone", "peer", s.peer, "xid", pc.xid, "error", err)

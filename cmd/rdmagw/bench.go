@@ -267,7 +267,7 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 				if cpu0 >= 0 && r.Ops > 0 {
 					if cpu1 := p.cpu(); cpu1 >= cpu0 {
 						r.CPUProcess = p.proc
-						r.CPUMicrosPerOp = float64((cpu1-cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
+						r.CPUMicrosPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
 					}
 				}
 				results = append(results, r)

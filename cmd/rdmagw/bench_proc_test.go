@@ -36,7 +36,7 @@ func TestParseProcStat(t *testing.T) {
 	for _, bad := range []string{
 		"",
 		"4242 noparen S 1 2 3",
-		"4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0",         // cut short before utime
+		"4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0",           // cut short before utime
 		"4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 12x 766", // not a number
 	} {
 		if _, err := parseProcStat([]byte(bad)); err == nil {

@@ -19,6 +19,45 @@
 // it in further protection domains (a requester connection's own PD);
 // requester_reg.go is the requester's per-RPC registration.
 //
+// # Engine files
+//
+//	endpoint.go            the skeleton both engines embed: pool, CQ, queue
+//	                       pair, fail/Err, the completion loop, drain;
+//	                       work request IDs, send-queue slots, notifier
+//	message.go             Message and Piece: an RPC message as pieces,
+//	                       items (DDP-eligible) marked
+//	metrics.go             ResponderMetrics, RequesterMetrics and their kinds
+//	responder.go           responder connection setup, Serve, teardown
+//	responder_recv.go      receive: decode, error answers, Read chunk pulls,
+//	                       Call (XID, WriteChunks, WriteChunkLen)
+//	responder_reply.go     reply: pairReply, placeReply, the Write+Send chain
+//	responder_inv.go       Send With Invalidate
+//	responder_garbage.go   the GARBAGE_ARGS answer
+//	requester.go           requester connection, credits, reply matching
+//	requester_marshal.go   marshal (inline, Read chunks, Long call), reply
+//	requester_reg.go       per-RPC registration and invalidation
+//	backchannel*.go        backward-direction calls (RFC 8167), both sides
+//
+// Both engines are one endpoint plus what differs:
+//
+//	ResponderConn ──┐                 ┌── completion(wc)  per work completion
+//	                ├─ endpoint.run ──┼── afterPoll()     after every poll
+//	RequesterConn ──┘  poll/dispatch  └── waitCQ(ctx)     park until a WC
+//	                   /park until dead
+//
+// The loop's wait ends on a completion, the caller's context, fail (an
+// AfterFunc on the endpoint's life context) or the queue pair's end, and
+// the connection's error wraps the provider's (errors.As finds, say, an
+// *iwarp.TerminateError).
+//
+// A reply is built in steps that read one pairing (RFC 8267 §6.4.1):
+//
+//	pairReply    item k -> Write chunk k when offered with room, else inline
+//	placeReply   inline (RDMA_MSG) or Reply chunk (RDMA_NOMSG), else ERR_CHUNK
+//	stage        one staging buffer for unregistered pieces
+//	appendItemWrites, appendReplyChunkWrites, copyInline, appendSend
+//	             -> [RDMA Write ...] Send, one chain, only the Send signaled
+//
 // # Wire format
 //
 // Every message starts with four fixed words. Version 1 is checked before

@@ -17,7 +17,9 @@ import (
 // The requester engine: rdmagw as an RPC-over-RDMA client (reverse mode,
 // tests, demo, bench). Split like Linux xprtrdma:
 //
-//	requester.go          connection, credits, the completion loop, reply
+//	endpoint.go           the skeleton shared with the responder: the
+//	                      completion loop, fail/Err, drain
+//	requester.go          connection, credits, completion dispatch, reply
 //	                      matching and Results
 //	requester_marshal.go  building the call: inline, Read chunks, Long call,
 //	                      Write and Reply chunks (rpc_rdma.c)
@@ -432,43 +434,13 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		return err
 	}
 	kind, inline, exposed, err := c.marshal(x, msg, plan)
+	if err == nil {
+		err = c.enlist(x, msg.XID)
+	}
 	if err != nil {
-		c.unregister(x)
-		x.releaseBufs()
-		c.mu.Lock()
-		c.putLocked(x)
-		c.mu.Unlock()
+		c.finish(x) // no reply yet: registrations, buffers, credit
 		return err
 	}
-	c.mu.Lock()
-	for i := range c.reqs {
-		if o := &c.reqs[i]; o != x && (o.state == reqWaiting || o.state == reqAbandon) && o.xid == msg.XID {
-			c.mu.Unlock()
-			c.unregister(x)
-			x.releaseBufs()
-			c.mu.Lock()
-			c.putLocked(x)
-			c.mu.Unlock()
-			return fmt.Errorf("%w: 0x%08x", ErrXIDInUse, msg.XID)
-		}
-	}
-	if c.drained {
-		// The loop has already failed every call in flight; this one
-		// would never hear back.
-		err := c.Err()
-		c.mu.Unlock()
-		c.unregister(x)
-		x.releaseBufs()
-		c.mu.Lock()
-		c.putLocked(x)
-		c.mu.Unlock()
-		return err
-	}
-	x.xid = msg.XID
-	x.state = reqWaiting
-	x.sendPending = true
-	c.sendsOut++
-	c.mu.Unlock()
 	if err := c.qp.PostSend(&x.wr); err != nil {
 		c.mu.Lock()
 		x.sendPending = false
@@ -478,6 +450,34 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	} else {
 		c.met.CallSent(kind, inline, exposed)
 	}
+	return c.await(ctx, x, r)
+}
+
+// enlist makes x the call in flight for xid, its Send about to be
+// posted; an XID already in flight, or a connection whose calls have
+// already been failed, refuse it.
+func (c *RequesterConn) enlist(x *reqCtxt, xid uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lookupLocked(xid) != nil {
+		return fmt.Errorf("%w: 0x%08x", ErrXIDInUse, xid)
+	}
+	if c.drained {
+		// The loop has already failed every call in flight; this one
+		// would never hear back.
+		return c.Err()
+	}
+	x.xid = xid
+	x.state = reqWaiting
+	x.sendPending = true
+	c.sendsOut++
+	return nil
+}
+
+// await waits for x's reply and hands it over in r, or gives up when ctx
+// ends: the call is then abandoned (the loop finishes it when the reply
+// comes) and its Read chunks invalidated at once.
+func (c *RequesterConn) await(ctx context.Context, x *reqCtxt, r *Result) error {
 	select {
 	case <-x.done:
 	case <-ctx.Done():

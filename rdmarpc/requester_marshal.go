@@ -249,31 +249,11 @@ func (c *RequesterConn) reply(r *rrecv, n int, inv uint32) {
 	if err == nil && c.backwardCall(r, r.buf.Bytes[hlen:n]) {
 		return
 	}
-	c.mu.Lock()
 	if err != nil {
-		c.met.Dropped(DropMalformed)
-		var xid uint32
-		var ok bool
-		var ve *VersionError
-		var ce *ChunkError
-		if errors.As(err, &ve) {
-			xid, ok = ve.XID, true
-		} else if errors.As(err, &ce) {
-			xid, ok = ce.XID, true
-		}
-		c.repostLocked(r)
-		var x *reqCtxt
-		if ok {
-			x = c.lookupLocked(xid)
-		}
-		c.mu.Unlock()
-		c.log.Warn("malformed reply", "error", err)
-		if x != nil {
-			x.err = fmt.Errorf("%w: %w", ErrBadReply, err)
-			c.deliver(x)
-		}
+		c.malformedReply(r, err)
 		return
 	}
+	c.mu.Lock()
 	c.grantLocked(h.Credit)
 	x := c.lookupLocked(h.XID)
 	if x == nil {
@@ -291,21 +271,9 @@ func (c *RequesterConn) reply(r *rrecv, n int, inv uint32) {
 	if err := c.unregister(x); err != nil {
 		x.err = err
 	}
-	keep := false
-	switch h.Proc {
-	case ProcError:
-		x.err = &RemoteError{XID: h.XID, Code: h.ErrCode, VersLow: h.VersLow, VersHigh: h.VersHigh}
+	keep := x.takeReply(h, r.buf.Bytes[hlen:n])
+	if h.Proc == ProcError {
 		c.met.ErrorReceived(h.ErrCode)
-	case ProcMsg:
-		x.inline, x.kind = r.buf.Bytes[hlen:n], ReplyInline
-		keep = true
-	case ProcNoMsg:
-		l := h.Reply.Len()
-		if !h.HasReply || x.rbuf == nil || l > uint64(len(x.rbuf.Bytes)) {
-			x.err = fmt.Errorf("%w: xid 0x%08x: RDMA_NOMSG reply with %d bytes in a Reply chunk of %d", ErrBadReply, h.XID, l, len(x.rbufBytes()))
-			break
-		}
-		x.inline, x.kind = x.rbuf.Bytes[:l], ReplyReplyChunk
 	}
 	if x.err == nil {
 		x.err = x.collectChunks(h)
@@ -322,6 +290,54 @@ func (c *RequesterConn) reply(r *rrecv, n int, inv uint32) {
 	}
 	c.mu.Unlock()
 	c.deliver(x)
+}
+
+// malformedReply drops a reply whose header does not decode, failing the
+// call it names when the error says which (its XID was readable).
+func (c *RequesterConn) malformedReply(r *rrecv, err error) {
+	c.met.Dropped(DropMalformed)
+	var xid uint32
+	var ok bool
+	var ve *VersionError
+	var ce *ChunkError
+	if errors.As(err, &ve) {
+		xid, ok = ve.XID, true
+	} else if errors.As(err, &ce) {
+		xid, ok = ce.XID, true
+	}
+	c.mu.Lock()
+	c.repostLocked(r)
+	var x *reqCtxt
+	if ok {
+		x = c.lookupLocked(xid)
+	}
+	c.mu.Unlock()
+	c.log.Warn("malformed reply", "error", err)
+	if x != nil {
+		x.err = fmt.Errorf("%w: %w", ErrBadReply, err)
+		c.deliver(x)
+	}
+}
+
+// takeReply points x at the reply by its procedure: the inline payload
+// of an RDMA_MSG (in the receive, so true: keep it), the Reply chunk of
+// an RDMA_NOMSG, or the RemoteError of an RDMA_ERROR.
+func (x *reqCtxt) takeReply(h *Header, payload []byte) (keep bool) {
+	switch h.Proc {
+	case ProcError:
+		x.err = &RemoteError{XID: h.XID, Code: h.ErrCode, VersLow: h.VersLow, VersHigh: h.VersHigh}
+	case ProcMsg:
+		x.inline, x.kind = payload, ReplyInline
+		return true
+	case ProcNoMsg:
+		l := h.Reply.Len()
+		if !h.HasReply || x.rbuf == nil || l > uint64(len(x.rbuf.Bytes)) {
+			x.err = fmt.Errorf("%w: xid 0x%08x: RDMA_NOMSG reply with %d bytes in a Reply chunk of %d", ErrBadReply, h.XID, l, len(x.rbufBytes()))
+			break
+		}
+		x.inline, x.kind = x.rbuf.Bytes[:l], ReplyReplyChunk
+	}
+	return false
 }
 
 func (x *reqCtxt) rbufBytes() []byte {

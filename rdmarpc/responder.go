@@ -16,11 +16,13 @@ import (
 // The responder engine: rdmagw as the RPC-over-RDMA server of one
 // connection (forward mode). Like Linux svcrdma it is split by concern:
 //
-//	responder.go        connection setup, the completion loop, teardown
+//	endpoint.go         the skeleton shared with the requester: the
+//	                    completion loop, fail/Err, drain
+//	responder.go        connection setup, completion dispatch, teardown
 //	responder_recv.go   receive: header decode, error answers, Read chunk
 //	                    pulling and reassembly of the call
-//	responder_reply.go  reply: Write chunk pairing, Reply chunk, ERR_CHUNK,
-//	                    one Write+Send chain per reply
+//	responder_reply.go  reply: Write chunk pairing (pairReply), Reply chunk
+//	                    (placeReply), ERR_CHUNK, one Write+Send chain
 //
 // One goroutine (Serve) owns the completion queue and everything that
 // happens in reaction to completions; Reply and Drop run on the handler's
@@ -233,24 +235,8 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	}
 	// Receives first: credits are granted only in replies, and every
 	// receive that backs them is posted before the peer can send at all.
-	c.recvs = make([]recvCtxt, nrecv)
-	for i := range c.recvs {
-		r := &c.recvs[i]
-		r.idx = i
-		r.call.conn = c
-		r.call.rc = r
-		rp := cfg.RecvPool
-		if rp == nil {
-			rp = c.pool
-		}
-		b, err := rp.Get(cfg.InlineRecv)
-		if err != nil {
-			return fmt.Errorf("rdmarpc: responder: receive buffer %d of %d: %w", i, nrecv, err)
-		}
-		r.buf = b
-		if err := c.postRecv(r); err != nil {
-			return fmt.Errorf("rdmarpc: responder: post receive: %w", err)
-		}
+	if err := c.postReceives(nrecv); err != nil {
+		return err
 	}
 	c.sends = make([]sendCtxt, nsend)
 	c.sendFree = make([]*sendCtxt, 0, nsend)
@@ -271,6 +257,31 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	}
 	c.log.Debug("rpc-over-rdma connection accepted", "peer", c.qp.RemoteAddr(),
 		"private_data", ok, "inline_send", c.sendMax, "inline_recv", cfg.InlineRecv, "credits", cfg.Credits)
+	return nil
+}
+
+// postReceives gives the connection its n receives, each with a buffer
+// of InlineRecv bytes from RecvPool (or the pool), posted on the SRQ.
+func (c *ResponderConn) postReceives(n int) error {
+	rp := c.cfg.RecvPool
+	if rp == nil {
+		rp = c.pool
+	}
+	c.recvs = make([]recvCtxt, n)
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		r.idx = i
+		r.call.conn = c
+		r.call.rc = r
+		b, err := rp.Get(c.cfg.InlineRecv)
+		if err != nil {
+			return fmt.Errorf("rdmarpc: responder: receive buffer %d of %d: %w", i, n, err)
+		}
+		r.buf = b
+		if err := c.postRecv(r); err != nil {
+			return fmt.Errorf("rdmarpc: responder: post receive: %w", err)
+		}
+	}
 	return nil
 }
 

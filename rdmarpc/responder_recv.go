@@ -183,13 +183,7 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		return
 	}
 	if err := c.prepareCall(call, data, hlen); err != nil {
-		if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
-			c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
-			c.answerError(r, ErrCodeGarbageArgs, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
-			return
-		}
-		c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
-		c.answerError(r, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
+		c.rejectCall(r, err)
 		return
 	}
 	c.outstanding.Add(1)
@@ -198,6 +192,25 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		c.deliver(call)
 		return
 	}
+	c.startReads(call)
+}
+
+// rejectCall answers a call prepareCall refused: GARBAGE_ARGS for a Read
+// chunk Position outside the RPC message, ERR_CHUNK for the rest.
+func (c *ResponderConn) rejectCall(r *recvCtxt, err error) {
+	h := &r.call.hdr
+	if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
+		c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", h.XID, "reason", err)
+		c.answerError(r, ErrCodeGarbageArgs, h.XID, Version, c.grantFor(h.Credit))
+		return
+	}
+	c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", h.XID, "reason", err)
+	c.answerError(r, ErrCodeChunk, h.XID, Version, c.grantFor(h.Credit))
+}
+
+// startReads queues a call with Read chunks for its RDMA Reads, or for
+// memory when there is none for its chunks yet.
+func (c *ResponderConn) startReads(call *Call) {
 	call.state.Store(callReading)
 	// Read chunk memory, in arrival order: while one call waits for it,
 	// the calls behind it wait too (calls without chunks go on).
@@ -280,6 +293,37 @@ func (c *ResponderConn) badHeader(r *recvCtxt, err error) {
 	}
 }
 
+// placeChunks checks the data Read chunks' Positions against the inline
+// payload of inlineLen bytes and records each chunk's offset in it and
+// its length. Positions count bytes of the whole XDR stream, earlier
+// chunks and their round-up included; the inline payload holds neither.
+// So a chunk's place in the inline payload is its Position less what the
+// chunks before it occupy in the stream, returned as consumed.
+func (call *Call) placeChunks(inlineLen int, maxBuf uint64) (consumed int64, err error) {
+	var prevOff int64
+	var prevPos uint32
+	for ch := range call.hdr.Reads.DataChunks().Chunks() {
+		l := ch.Len()
+		if l > maxBuf {
+			return 0, errChunkTooBig
+		}
+		off := int64(ch.Position) - consumed
+		switch {
+		case ch.Position < prevPos:
+			return 0, errPositionOrder
+		case off < prevOff:
+			return 0, errPositionBack
+		case off > int64(inlineLen):
+			return 0, errPositionPast
+		}
+		call.chunkOffs = append(call.chunkOffs, int(off))
+		call.chunkLens = append(call.chunkLens, int(l))
+		consumed += int64(l) + int64(padLen(int(l)))
+		prevOff, prevPos = off, ch.Position
+	}
+	return consumed, nil
+}
+
 // prepareCall checks a decoded call against what the engine can do; its
 // errors are answered with ERR_CHUNK. All are checked before any buffer
 // is taken or RDMA Read issued.
@@ -318,30 +362,9 @@ func (c *ResponderConn) prepareCall(call *Call, data []byte, hlen int) error {
 	default:
 		return fmt.Errorf("procedure %v in a call", h.Proc)
 	}
-	// Positions count bytes of the whole XDR stream, earlier chunks and
-	// their round-up included; the inline payload holds neither. So a
-	// chunk's place in the inline payload is its Position less what the
-	// chunks before it occupy in the stream.
-	var consumed, prevOff int64
-	var prevPos uint32
-	for ch := range h.Reads.DataChunks().Chunks() {
-		l := ch.Len()
-		if l > maxBuf {
-			return errChunkTooBig
-		}
-		off := int64(ch.Position) - consumed
-		switch {
-		case ch.Position < prevPos:
-			return errPositionOrder
-		case off < prevOff:
-			return errPositionBack
-		case off > int64(inlineLen):
-			return errPositionPast
-		}
-		call.chunkOffs = append(call.chunkOffs, int(off))
-		call.chunkLens = append(call.chunkLens, int(l))
-		consumed += int64(l) + int64(padLen(int(l)))
-		prevOff, prevPos = off, ch.Position
+	consumed, err := call.placeChunks(inlineLen, maxBuf)
+	if err != nil {
+		return err
 	}
 	if int64(inlineLen)+consumed < 4 {
 		return errNoRPC

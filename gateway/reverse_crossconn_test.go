@@ -45,42 +45,17 @@ const (
 )
 
 func startCrossServer(t *testing.T) *crossServer {
-	p, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := p.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := dev.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &crossServer{t: t, dev: dev, ln: ln, victim: make(chan crossVictim, 1),
-		done: make(chan struct{}), written: make(chan []byte, 1)}
+	s := &crossServer{t: t, victim: make(chan crossVictim, 1), done: make(chan struct{}), written: make(chan []byte, 1)}
 	for i := range s.attacks {
 		s.attacks[i] = make(chan verbs.Status, 1)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			req, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			idx := s.accepted
-			s.accepted++
-			s.mu.Unlock()
-			wg.Add(1)
-			go func() { defer wg.Done(); s.serve(ctx, req, idx) }()
-		}
-	}()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait(); dev.Close() })
+	s.dev, s.ln = startRDMAServer(t, func(req verbs.ConnRequest) func(context.Context) {
+		s.mu.Lock()
+		idx := s.accepted
+		s.accepted++
+		s.mu.Unlock()
+		return func(ctx context.Context) { s.serve(ctx, req, idx) }
+	})
 	return s
 }
 
@@ -105,36 +80,12 @@ type crossConn struct {
 const crossRecvs = 8
 
 func (s *crossServer) serve(ctx context.Context, req verbs.ConnRequest, idx int) {
-	pd, err := s.dev.AllocPD()
+	pc, err := acceptPeer(s.dev, req, peerOptions{nrecv: crossRecvs, recvSize: 4096, extra: 65536 + (1 << 20)})
 	if err != nil {
 		return
 	}
-	defer pd.Close()
-	c := &crossConn{}
-	if c.cq, err = s.dev.CreateCQ(64); err != nil {
-		return
-	}
-	defer c.cq.Close()
-	c.mem = make([]byte, crossRecvs*4096+65536+(1<<20))
-	if c.mr, err = pd.Register(c.mem, verbs.AccessLocalWrite); err != nil {
-		return
-	}
-	defer c.mr.Deregister()
-	c.recvs = make([]verbs.RecvWR, crossRecvs)
-	for i := range c.recvs {
-		c.recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: c.mem[i*4096 : (i+1)*4096], LKey: c.mr.LKey()}}}
-		if i > 0 {
-			c.recvs[i-1].Next = &c.recvs[i]
-		}
-	}
-	c.sendBuf = c.mem[crossRecvs*4096 : crossRecvs*4096+65536]
-	c.dataBuf = c.mem[crossRecvs*4096+65536:]
-	pdata := rdmarpc.PrivateData{MaxSendSize: 4096, MaxRecvSize: 4096}.Append(nil)
-	if c.conn, err = req.Accept(verbs.ConnOptions{PD: pd, SendCQ: c.cq, RecvCQ: c.cq, MaxSendWR: 16, MaxRecvWR: crossRecvs,
-		MaxSGE: 2, PrivateData: pdata, InitialRecv: &c.recvs[0]}); err != nil {
-		return
-	}
-	defer c.conn.Close()
+	defer pc.close()
+	c := &crossConn{conn: pc.conn, cq: pc.scq, mr: pc.mr, mem: pc.mem, recvs: pc.recvs, sendBuf: pc.rest[:65536], dataBuf: pc.rest[65536:]}
 	if idx < crossAttackers {
 		s.attacker(ctx, c, idx)
 	} else {

@@ -86,45 +86,21 @@ func defaultFakeHandler(c *fakeCall) (fakeAction, []byte) { return fakeAnswer, r
 
 func startFakeServer(t testing.TB, grant uint32, h fakeHandler) *fakeServer {
 	t.Helper()
-	p, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := p.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := dev.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &fakeServer{t: t, dev: dev, ln: ln, grant: grant, nrecv: 160, live: map[int]*fakeConn{}}
+	s := &fakeServer{t: t, grant: grant, nrecv: 160, live: map[int]*fakeConn{}}
 	if h == nil {
 		h = defaultFakeHandler
 	}
 	s.setHandler(h)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			req, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.attempts = append(s.attempts, time.Now())
-			s.mu.Unlock()
-			if s.refuse.Load() {
-				req.Reject(nil)
-				continue
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); s.serve(ctx, req) }()
+	s.dev, s.ln = startRDMAServer(t, func(req verbs.ConnRequest) func(context.Context) {
+		s.mu.Lock()
+		s.attempts = append(s.attempts, time.Now())
+		s.mu.Unlock()
+		if s.refuse.Load() {
+			req.Reject(nil)
+			return nil
 		}
-	}()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait(); dev.Close() })
+		return func(ctx context.Context) { s.serve(ctx, req) }
+	})
 	return s
 }
 
@@ -199,41 +175,12 @@ type fakeHeld struct {
 }
 
 func (s *fakeServer) serve(ctx context.Context, req verbs.ConnRequest) {
-	pd, err := s.dev.AllocPD()
+	pc, err := acceptPeer(s.dev, req, peerOptions{nrecv: s.nrecv, recvSize: fakeRecvSize, extra: fakeRecvSize + fakeDataSize, splitCQ: true, depth: 16})
 	if err != nil {
 		return
 	}
-	defer pd.Close()
-	rcq, err := s.dev.CreateCQ(s.nrecv + 8)
-	if err != nil {
-		return
-	}
-	defer rcq.Close()
-	scq, err := s.dev.CreateCQ(64)
-	if err != nil {
-		return
-	}
-	defer scq.Close()
-	mem := make([]byte, s.nrecv*fakeRecvSize+fakeRecvSize+fakeDataSize)
-	mr, err := pd.Register(mem, verbs.AccessLocalWrite)
-	if err != nil {
-		return
-	}
-	defer mr.Deregister()
-	recvs := make([]verbs.RecvWR, s.nrecv)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: mem[i*fakeRecvSize : (i+1)*fakeRecvSize], LKey: mr.LKey()}}}
-		if i > 0 {
-			recvs[i-1].Next = &recvs[i]
-		}
-	}
-	pdata := rdmarpc.PrivateData{MaxSendSize: fakeRecvSize, MaxRecvSize: fakeRecvSize}.Append(nil)
-	qp, err := req.Accept(verbs.ConnOptions{PD: pd, SendCQ: scq, RecvCQ: rcq, MaxSendWR: 16, MaxRecvWR: s.nrecv,
-		MaxSGE: 2, PrivateData: pdata, InitialRecv: &recvs[0], InitiatorDepth: 16, ResponderResources: 16})
-	if err != nil {
-		return
-	}
-	defer qp.Close()
+	defer pc.close()
+	qp, rcq, scq, mr, mem, recvs := pc.conn, pc.rcq, pc.scq, pc.mr, pc.mem, pc.recvs
 	off := s.nrecv * fakeRecvSize
 	c := &fakeConn{s: s, qp: qp, mr: mr, mem: mem, scq: scq, send: mem[off : off+fakeRecvSize], data: mem[off+fakeRecvSize:]}
 	rel := make(chan struct{}, 1)

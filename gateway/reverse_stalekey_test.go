@@ -37,34 +37,10 @@ type evilServer struct {
 var evilBytes = bytes.Repeat([]byte("EVIL"), 1024)
 
 func startEvilServer(t *testing.T) *evilServer {
-	p, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := p.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := dev.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &evilServer{t: t, dev: dev, ln: ln, evil: make(chan struct{}), staleWC: make(chan verbs.Status, 4)}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			req, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); s.serve(ctx, req) }()
-		}
-	}()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait(); dev.Close() })
+	s := &evilServer{t: t, evil: make(chan struct{}), staleWC: make(chan verbs.Status, 4)}
+	s.dev, s.ln = startRDMAServer(t, func(req verbs.ConnRequest) func(context.Context) {
+		return func(ctx context.Context) { s.serve(ctx, req) }
+	})
 	return s
 }
 
@@ -78,39 +54,15 @@ func readData(off uint64, n int) []byte {
 }
 
 func (s *evilServer) serve(ctx context.Context, req verbs.ConnRequest) {
-	pd, err := s.dev.AllocPD()
-	if err != nil {
-		return
-	}
-	defer pd.Close()
-	cq, err := s.dev.CreateCQ(64)
-	if err != nil {
-		return
-	}
-	defer cq.Close()
 	const nrecv = 8
-	mem := make([]byte, nrecv*4096+2*65536)
-	mr, err := pd.Register(mem, verbs.AccessLocalWrite)
+	pc, err := acceptPeer(s.dev, req, peerOptions{nrecv: nrecv, recvSize: 4096, extra: 2 * 65536})
 	if err != nil {
 		return
 	}
-	defer mr.Deregister()
-	recvs := make([]verbs.RecvWR, nrecv)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: mem[i*4096 : (i+1)*4096], LKey: mr.LKey()}}}
-		if i > 0 {
-			recvs[i-1].Next = &recvs[i]
-		}
-	}
-	pdata := rdmarpc.PrivateData{MaxSendSize: 4096, MaxRecvSize: 4096}.Append(nil)
-	conn, err := req.Accept(verbs.ConnOptions{PD: pd, SendCQ: cq, RecvCQ: cq, MaxSendWR: 16, MaxRecvWR: nrecv,
-		MaxSGE: 2, PrivateData: pdata, InitialRecv: &recvs[0]})
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	sendBuf := mem[nrecv*4096 : nrecv*4096+65536]
-	dataBuf := mem[nrecv*4096+65536:]
+	defer pc.close()
+	conn, cq, mr, mem, recvs := pc.conn, pc.scq, pc.mr, pc.mem, pc.recvs
+	sendBuf := pc.rest[:65536]
+	dataBuf := pc.rest[65536:]
 	var wcs [8]verbs.WC
 	var h rdmarpc.Header
 	wait := func(want verbs.Opcode) (verbs.WC, bool) {

@@ -99,15 +99,7 @@ func TestForwardBadInputLoggedRateLimited(t *testing.T) {
 // returns the answer to each.
 func rawExchange(t *testing.T, addr string, n int, msg func(i int) []byte) [][]byte {
 	t.Helper()
-	p, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := p.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := nfstest.OpenIWARP(t, "127.0.0.1")
 	pd, _ := dev.AllocPD()
 	defer pd.Close()
 	cq, _ := dev.CreateCQ(64)

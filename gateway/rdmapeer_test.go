@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -20,20 +21,12 @@ import (
 // connection request to accept, in arrival order; the func accept
 // returns (nil: none) serves that connection on a goroutine of its own
 // until ctx ends. At the test's end it stops listening, ends ctx, waits
-// for every connection's func to return and closes the device.
+// for every connection's func to return (then the device is closed).
 func startRDMAServer(t testing.TB, accept func(req verbs.ConnRequest) func(ctx context.Context)) (verbs.Device, verbs.Listener) {
 	t.Helper()
-	p, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := p.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := nfstest.OpenIWARP(t, "127.0.0.1")
 	ln, err := dev.Listen("127.0.0.1:0")
 	if err != nil {
-		dev.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -52,7 +45,7 @@ func startRDMAServer(t testing.TB, accept func(req verbs.ConnRequest) func(ctx c
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait(); dev.Close() })
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
 	return dev, ln
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
@@ -75,14 +76,7 @@ type rdmaClient struct {
 // the test's end.
 func newClientDevice(t testing.TB) (verbs.Device, *rdmarpc.Pool) {
 	t.Helper()
-	prov, err := verbs.Lookup("iwarp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := prov.Open("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := nfstest.OpenIWARP(t, "127.0.0.1")
 	pd, err := dev.AllocPD()
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +88,6 @@ func newClientDevice(t testing.TB) (verbs.Device, *rdmarpc.Pool) {
 	t.Cleanup(func() {
 		pool.Close()
 		pd.Close()
-		dev.Close()
 	})
 	return dev, pool
 }

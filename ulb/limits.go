@@ -57,19 +57,19 @@ func CapLimits(prog, vers, proc uint32, results []byte, lim *IOLimits) (int, err
 // (OK:) uint32 rtmax, rtpref, rtmult, wtmax, wtpref, ... }.
 func capFsinfo3(b []byte, lim *IOLimits) (int, error) {
 	var r xr
-	r.reset(b)
-	if r.u32() != 0 || !r.ok() {
-		if !r.ok() {
+	r.Reset(b)
+	if r.Uint32() != 0 || !r.OK() {
+		if !r.OK() {
 			return 0, capError(&r, 3, nfs3Fsinfo)
 		}
 		return 0, nil
 	}
-	if r.boolean() {
-		r.skip(84) // fattr3
+	if r.Bool() {
+		r.Skip(84) // fattr3
 	}
-	at := r.off()
-	r.skip(5 * 4)
-	if !r.ok() {
+	at := r.Offset()
+	r.Skip(5 * 4)
+	if !r.OK() {
 		return 0, capError(&r, 3, nfs3Fsinfo)
 	}
 	n := cap32(b[at:], lim.MaxRead)     // rtmax
@@ -83,24 +83,24 @@ func capFsinfo3(b []byte, lim *IOLimits) (int, error) {
 // GETATTR and CREATE_SESSION results.
 func capCompound(b []byte, lim *IOLimits) (int, error) {
 	var r xr
-	r.reset(b)
-	r.u32()      // status
-	r.opaque(-1) // tag
-	ops := r.arrayLen(-1, 8)
+	r.Reset(b)
+	r.Uint32()   // status
+	r.Opaque(-1) // tag
+	ops := r.ArrayLen(-1, 8)
 	n := 0
-	for i := 0; i < ops && r.ok(); i++ {
-		op := r.u32()
-		status := r.u32()
+	for i := 0; i < ops && r.OK(); i++ {
+		op := r.Uint32()
+		status := r.Uint32()
 		switch {
-		case status != nfs4OK || !r.ok():
+		case status != nfs4OK || !r.OK():
 			resultsHead(&r, op, status)
 			i = ops // the server stops at the first failure
 		case op == opGetattr:
 			n += capFattr(&r, b, lim)
 		case op == opCreateSession:
 			// sessionid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back
-			r.skip(sessionIDSize + 8)
-			if at := r.off(); r.has(16) {
+			r.Skip(sessionIDSize + 8)
+			if at := r.Offset(); r.Has(16) {
 				n += cap32(b[at+4:], uint64(lim.MaxRequest))
 				n += cap32(b[at+8:], uint64(lim.MaxResponse))
 				n += cap32(b[at+12:], uint64(lim.MaxResponse))
@@ -109,11 +109,11 @@ func capCompound(b []byte, lim *IOLimits) (int, error) {
 			r.channelAttrs()
 		default:
 			if kind, l := resultsHead(&r, op, status); kind != KindNone {
-				r.skip(xdr.RoundUp(int(l)))
+				r.Skip(xdr.RoundUp(int(l)))
 			}
 		}
 	}
-	if !r.ok() {
+	if !r.OK() {
 		return n, capError(&r, 4, nfs4ProcCompound)
 	}
 	return n, nil
@@ -122,46 +122,46 @@ func capCompound(b []byte, lim *IOLimits) (int, error) {
 // capFattr reads a fattr4 and lowers its maxread and maxwrite. The
 // attributes before them (numbers 0 to 29) are passed over in order.
 func capFattr(r *xr, b []byte, lim *IOLimits) int {
-	words := r.arrayLen(-1, 4)
+	words := r.ArrayLen(-1, 4)
 	var mask uint32
 	for w := 0; w < words; w++ {
-		if v := r.u32(); w == 0 {
+		if v := r.Uint32(); w == 0 {
 			mask = v
 		}
 	}
-	if !r.has(4) {
+	if !r.Has(4) {
 		return 0
 	}
-	l := int(r.peek())
-	start := r.off() + 4
-	r.opaque(-1) // attr_vals: the outer reader goes on after it
-	if !r.ok() || mask&(1<<attrMaxRead|1<<attrMaxWrite) == 0 {
+	l := int(r.Peek())
+	start := r.Offset() + 4
+	r.Opaque(-1) // attr_vals: the outer reader goes on after it
+	if !r.OK() || mask&(1<<attrMaxRead|1<<attrMaxWrite) == 0 {
 		return 0
 	}
 	vals := b[start : start+l]
 	var a xr
-	a.reset(vals)
+	a.Reset(vals)
 	n := 0
-	for bit := 0; bit <= attrMaxWrite && a.ok(); bit++ {
+	for bit := 0; bit <= attrMaxWrite && a.OK(); bit++ {
 		if mask&(1<<bit) == 0 {
 			continue
 		}
 		switch bit {
 		case attrMaxRead, attrMaxWrite:
-			at := a.off()
-			if a.has(8) {
+			at := a.Offset()
+			if a.Has(8) {
 				m := lim.MaxRead
 				if bit == attrMaxWrite {
 					m = lim.MaxWrite
 				}
 				n += cap64(vals[at:], m)
 			}
-			a.skip(8)
+			a.Skip(8)
 		case 0: // supported_attrs
 			a.bitmap()
 		case 12: // acl: nfsace4<>
-			k := a.arrayLen(-1, 16)
-			for j := 0; j < k && a.ok(); j++ {
+			k := a.ArrayLen(-1, 16)
+			for j := 0; j < k && a.OK(); j++ {
 				a.nfsace()
 			}
 		case 19: // filehandle
@@ -169,11 +169,11 @@ func capFattr(r *xr, b []byte, lim *IOLimits) int {
 		case 24: // fs_locations
 			fsLocations(&a)
 		default:
-			a.skip(attrMax[bit])
+			a.Skip(attrMax[bit])
 		}
 	}
-	if a.err != nil {
-		r.fail(a.err)
+	if a.Need() == 0 && !a.OK() {
+		r.Fail(a.Err())
 	}
 	return n
 }
@@ -183,14 +183,14 @@ func capFattr(r *xr, b []byte, lim *IOLimits) int {
 // pathname4 rootpath; }, pathname4 being component4<>.
 func fsLocations(r *xr) {
 	pathname := func() {
-		k := r.arrayLen(-1, 4)
-		for j := 0; j < k && r.ok(); j++ {
+		k := r.ArrayLen(-1, 4)
+		for j := 0; j < k && r.OK(); j++ {
 			r.utf8()
 		}
 	}
 	pathname()
-	k := r.arrayLen(-1, 8)
-	for j := 0; j < k && r.ok(); j++ {
+	k := r.ArrayLen(-1, 8)
+	for j := 0; j < k && r.OK(); j++ {
 		pathname() // server<>: utf8str_cis list, laid out as a pathname4
 		pathname()
 	}
@@ -216,5 +216,5 @@ func cap64(b []byte, m uint64) int {
 
 // capError reports a reply CapLimits could not read to the end.
 func capError(r *xr, vers, proc uint32) error {
-	return &WalkError{Prog: ProgNFS, Vers: vers, Proc: proc, Op: -1, Offset: errOffset(r.failure(), r.off()), Err: r.failure()}
+	return &WalkError{Prog: ProgNFS, Vers: vers, Proc: proc, Op: -1, Offset: errOffset(r.Err(), r.Offset()), Err: r.Err()}
 }

@@ -53,8 +53,8 @@ func nfs2Call(w *Walker, b []byte) (Step, error) {
 	if w.v23.stage != v23BeforeItem {
 		return Step{Kind: StepDone}, nil
 	}
-	var p v23Parse
-	p.reset(b)
+	var p xr
+	p.Reset(b)
 	switch w.Proc {
 	case nfs2Write:
 		// struct writeargs {
@@ -64,8 +64,8 @@ func nfs2Call(w *Walker, b []byte) (Step, error) {
 		//	unsigned totalcount;
 		//	nfsdata  data;          <- eligible
 		// };
-		p.has(nfs2Fh + 4*4) // ask for all of it at once
-		p.skip(nfs2Fh + 3*4)
+		p.Has(nfs2Fh + 4*4) // ask for all of it at once
+		p.Skip(nfs2Fh + 3*4)
 		return w.v23Item(&p, KindWriteData, nfs2MaxData)
 	case nfs2Symlink:
 		// struct symlinkargs {
@@ -76,8 +76,8 @@ func nfs2Call(w *Walker, b []byte) (Step, error) {
 		//
 		// The sattr after the path holds no item; the walk ends at the
 		// path and does not look at it.
-		p.skip(nfs2Fh)
-		p.opaque(nfs2MaxName)
+		p.Skip(nfs2Fh)
+		p.Opaque(nfs2MaxName)
 		return w.v23Item(&p, KindSymlinkPath, nfs2MaxPath)
 	}
 	return w.v23Done(0)
@@ -89,16 +89,16 @@ func nfs2Reply(w *Walker, b []byte) (Step, error) {
 	if w.v23.stage != v23BeforeItem {
 		return Step{Kind: StepDone}, nil
 	}
-	var p v23Parse
-	p.reset(b)
+	var p xr
+	p.Reset(b)
 	switch w.Proc {
 	case nfs2Read, nfs2Readlink:
-		status := p.u32()
-		if !p.ok() {
+		status := p.Uint32()
+		if !p.OK() {
 			return w.v23Stopped(&p)
 		}
 		if status != 0 {
-			return w.v23Done(p.d.Offset())
+			return w.v23Done(p.Offset())
 		}
 		if w.Proc == nfs2Readlink {
 			// union readlinkres switch (stat status) {
@@ -111,8 +111,8 @@ func nfs2Reply(w *Walker, b []byte) (Step, error) {
 		// case NFS_OK: fattr attributes; nfsdata data;   <- eligible
 		// default:     void;
 		// };
-		p.has(nfs2Fattr + 4)
-		p.skip(nfs2Fattr)
+		p.Has(nfs2Fattr + 4)
+		p.Skip(nfs2Fattr)
 		return w.v23Item(&p, KindReadData, nfs2MaxData)
 	}
 	return w.v23Done(0)
@@ -176,9 +176,9 @@ func nfs2Estimate(proc uint32, args []byte) (Estimate, error) {
 
 // nfs2ArgCount reads the unsigned at offset skip of the arguments.
 func nfs2ArgCount(args []byte, skip int) (uint32, error) {
-	var p v23Parse
-	p.reset(args)
-	p.skip(skip)
-	count := p.u32()
-	return count, p.failure()
+	var p xr
+	p.Reset(args)
+	p.Skip(skip)
+	count := p.Uint32()
+	return count, p.Err()
 }

@@ -65,8 +65,8 @@ func nfs3Call(w *Walker, b []byte) (Step, error) {
 	if w.v23.stage != v23BeforeItem {
 		return Step{Kind: StepDone}, nil
 	}
-	var p v23Parse
-	p.reset(b)
+	var p xr
+	p.Reset(b)
 	switch w.Proc {
 	case nfs3Write:
 		// struct WRITE3args {
@@ -76,9 +76,9 @@ func nfs3Call(w *Walker, b []byte) (Step, error) {
 		//	stable_how stable;      enum
 		//	opaque     data<>;      <- eligible
 		// };
-		p.opaque(nfs3FhSize)
-		p.has(8 + 4 + 4 + 4) // ask for the rest of it at once
-		p.skip(8 + 4 + 4)
+		p.Opaque(nfs3FhSize)
+		p.Has(8 + 4 + 4 + 4) // ask for the rest of it at once
+		p.Skip(8 + 4 + 4)
 		return w.v23Item(&p, KindWriteData, -1)
 	case nfs3Symlink:
 		// struct SYMLINK3args {
@@ -90,9 +90,9 @@ func nfs3Call(w *Walker, b []byte) (Step, error) {
 		// filename3 is string<> without a bound of its own: a bogus
 		// length shows as a Need beyond the message, which the caller,
 		// who knows the message length, rejects.
-		p.opaque(nfs3FhSize)
-		p.opaque(-1)
-		p.has(6*4 + 4) // the smallest sattr3, then the path length
+		p.Opaque(nfs3FhSize)
+		p.Opaque(-1)
+		p.Has(6*4 + 4) // the smallest sattr3, then the path length
 		nfs3SkipSattr(&p)
 		return w.v23Item(&p, KindSymlinkPath, nfs3MaxPath)
 	}
@@ -109,26 +109,25 @@ func nfs3Call(w *Walker, b []byte) (Step, error) {
 //		set_atime atime;  time_how set_it; [nfstime3 if SET_TO_CLIENT_TIME]
 //		set_mtime mtime;  time_how set_it; [nfstime3 if SET_TO_CLIENT_TIME]
 //	};
-func nfs3SkipSattr(p *v23Parse) {
+func nfs3SkipSattr(p *xr) {
 	for range 3 { // mode, uid, gid
-		if p.boolean() {
-			p.skip(4)
+		if p.Bool() {
+			p.Skip(4)
 		}
 	}
-	if p.boolean() {
-		p.skip(8)
+	if p.Bool() {
+		p.Skip(8)
 	}
 	for range 2 { // atime, mtime
-		if !p.has(4) {
+		if !p.Has(4) {
 			return
 		}
-		at := p.d.Offset()
-		switch p.u32() {
+		switch how := p.Uint32(); how {
 		case 0, 1: // DONT_CHANGE, SET_TO_SERVER_TIME
 		case 2: // SET_TO_CLIENT_TIME
-			p.skip(nfs3Time)
+			p.Skip(nfs3Time)
 		default:
-			p.bad(at, errBadTimeHow)
+			p.bad("time_how", how)
 		}
 	}
 }
@@ -139,16 +138,16 @@ func nfs3Reply(w *Walker, b []byte) (Step, error) {
 	if w.v23.stage != v23BeforeItem {
 		return Step{Kind: StepDone}, nil
 	}
-	var p v23Parse
-	p.reset(b)
+	var p xr
+	p.Reset(b)
 	switch w.Proc {
 	case nfs3Read, nfs3Readlink:
-		status := p.u32()
-		if !p.ok() {
+		status := p.Uint32()
+		if !p.OK() {
 			return w.v23Stopped(&p)
 		}
 		if status != 0 {
-			return w.v23Done(p.d.Offset())
+			return w.v23Done(p.Offset())
 		}
 		// What follows the attributes up to the item's body: READ's
 		// count, eof and data length, or READLINK's path length. Asking
@@ -157,9 +156,9 @@ func nfs3Reply(w *Walker, b []byte) (Step, error) {
 		if w.Proc == nfs3Readlink {
 			tail = 4
 		}
-		if p.boolean() { // post_op_attr.attributes_follow
-			p.has(nfs3Fattr + tail)
-			p.skip(nfs3Fattr)
+		if p.Bool() { // post_op_attr.attributes_follow
+			p.Has(nfs3Fattr + tail)
+			p.Skip(nfs3Fattr)
 		}
 		if w.Proc == nfs3Readlink {
 			// struct READLINK3resok {
@@ -174,9 +173,9 @@ func nfs3Reply(w *Walker, b []byte) (Step, error) {
 		//	bool         eof;
 		//	opaque       data<>;        <- eligible
 		// };
-		p.has(tail)
-		p.skip(4)
-		p.boolean()
+		p.Has(tail)
+		p.Skip(4)
+		p.Bool()
 		return w.v23Item(&p, KindReadData, -1)
 	}
 	return w.v23Done(0)
@@ -256,10 +255,10 @@ func nfs3Estimate(proc uint32, args []byte) (Estimate, error) {
 
 // nfs3ArgCount reads the count3 that follows an nfs_fh3 and skip bytes.
 func nfs3ArgCount(args []byte, skip int) (uint32, error) {
-	var p v23Parse
-	p.reset(args)
-	p.opaque(nfs3FhSize)
-	p.skip(skip)
-	count := p.u32()
-	return count, p.failure()
+	var p xr
+	p.Reset(args)
+	p.Opaque(nfs3FhSize)
+	p.Skip(skip)
+	count := p.Uint32()
+	return count, p.Err()
 }

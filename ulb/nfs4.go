@@ -54,19 +54,19 @@ func nfs4Call(w *Walker, b []byte) (Step, error) {
 	}
 	s := w.v4
 	var r xr
-	r.reset(b)
+	r.Reset(b)
 	if s.stage == v4Header {
-		r.opaque(-1) // tag
-		s.minor = r.u32()
-		s.opsLeft = uint32(r.arrayLen(-1, 4))
-		if !r.ok() {
+		r.Opaque(-1) // tag
+		s.minor = r.Uint32()
+		s.opsLeft = uint32(r.ArrayLen(-1, 4))
+		if !r.OK() {
 			return w.nfs4Stop(&r, -1, 0)
 		}
 		s.stage = v4Ops
 	}
 	if s.stage == v4CreateTail {
 		argsTail(&r, opCreate)
-		if !r.ok() {
+		if !r.OK() {
 			return w.nfs4Stop(&r, s.opIndex, 0)
 		}
 		s.stage = v4Ops
@@ -74,14 +74,14 @@ func nfs4Call(w *Walker, b []byte) (Step, error) {
 		s.opsLeft--
 	}
 	for ; s.opsLeft > 0; s.opsLeft-- {
-		start := r.off()
-		op := r.u32()
+		start := r.Offset()
+		op := r.Uint32()
 		kind, n := argsHead(&r, op)
-		if !r.ok() {
+		if !r.OK() {
 			return w.nfs4Stop(&r, s.opIndex, start)
 		}
 		if kind != KindNone {
-			it := nfs4Item(kind, r.off(), n, s.opIndex)
+			it := nfs4Item(kind, r.Offset(), n, s.opIndex)
 			if op == opCreate {
 				s.stage = v4CreateTail // objname and createattrs follow linkdata
 			} else {
@@ -94,8 +94,8 @@ func nfs4Call(w *Walker, b []byte) (Step, error) {
 		s.opIndex++
 	}
 	w.v4 = s
-	w.advance(r.off())
-	return Step{Kind: StepDone, Consumed: r.off()}, nil
+	w.advance(r.Offset())
+	return Step{Kind: StepDone, Consumed: r.Offset()}, nil
 }
 
 // nfs4Reply walks COMPOUND4res. The server stops at the first operation
@@ -106,29 +106,29 @@ func nfs4Reply(w *Walker, b []byte) (Step, error) {
 	}
 	s := w.v4
 	var r xr
-	r.reset(b)
+	r.Reset(b)
 	if s.stage == v4Header {
-		s.status = r.u32()
-		r.opaque(-1) // tag
-		s.opsLeft = uint32(r.arrayLen(-1, 8))
-		if !r.ok() {
+		s.status = r.Uint32()
+		r.Opaque(-1) // tag
+		s.opsLeft = uint32(r.ArrayLen(-1, 8))
+		if !r.OK() {
 			return w.nfs4Stop(&r, -1, 0)
 		}
 		s.stage = v4Ops
 	}
 	for s.opsLeft > 0 {
-		start := r.off()
-		op := r.u32()
-		status := r.u32()
+		start := r.Offset()
+		op := r.Uint32()
+		status := r.Uint32()
 		kind, n := resultsHead(&r, op, status)
-		if !r.ok() {
+		if !r.OK() {
 			return w.nfs4Stop(&r, s.opIndex, start)
 		}
 		s.opIndex++
 		s.opsLeft--
 		if kind != KindNone {
 			w.v4 = s
-			it := nfs4Item(kind, r.off(), n, s.opIndex-1)
+			it := nfs4Item(kind, r.Offset(), n, s.opIndex-1)
 			return Step{Kind: StepItem, Consumed: it.Offset, Item: it}, nil
 		}
 		if status != nfs4OK {
@@ -136,8 +136,8 @@ func nfs4Reply(w *Walker, b []byte) (Step, error) {
 		}
 	}
 	w.v4 = s
-	w.advance(r.off())
-	return Step{Kind: StepDone, Consumed: r.off()}, nil
+	w.advance(r.Offset())
+	return Step{Kind: StepDone, Consumed: r.Offset()}, nil
 }
 
 // nfs4NotCompound walks the procedures that are not COMPOUND: NULL has
@@ -165,8 +165,9 @@ func nfs4Item(kind Kind, off int, n uint32, op int) Item {
 // StepNeedMore (truncated: the state is left as it was, to parse the unit
 // again from the same start) or a WalkError.
 func (w *Walker) nfs4Stop(r *xr, op, start int) (Step, error) {
-	if r.err == nil {
-		return Step{Kind: StepNeedMore, Need: r.need}, nil
+	if r.Need() > 0 {
+		return Step{Kind: StepNeedMore, Need: r.Need()}, nil
 	}
-	return Step{}, w.fail(op, errOffset(r.err, start), r.err)
+	err := r.Err()
+	return Step{}, w.fail(op, errOffset(err, start), err)
 }

@@ -34,62 +34,62 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 		opOpenAttr,        // bool createdir
 		opSecinfoNoName,   // secinfo_style4
 		opReclaimComplete: // bool rca_one_fs
-		r.skip(4)
+		r.Skip(4)
 
 	case opDelegPurge, opRenew, opDestroyClientID: // clientid4
-		r.skip(8)
+		r.Skip(8)
 
 	case opCommit: // offset4 offset; count4 count
-		r.skip(12)
+		r.Skip(12)
 
 	case opDelegReturn, opFreeStateID, opOffloadCancel, opOffloadStatus: // stateid4
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 
 	case opDestroySession: // sessionid4
-		r.skip(sessionIDSize)
+		r.Skip(sessionIDSize)
 
 	case opClose: // seqid4 seqid; stateid4 open_stateid
-		r.skip(4 + stateidSize)
+		r.Skip(4 + stateidSize)
 
 	case opOpenConfirm: // stateid4 open_stateid; seqid4 seqid
-		r.skip(stateidSize + 4)
+		r.Skip(stateidSize + 4)
 
 	case opOpenDowngrade: // stateid4; seqid4; share_access; share_deny
-		r.skip(stateidSize + 12)
+		r.Skip(stateidSize + 12)
 
 	case opSetClientIDConfirm: // clientid4; verifier4
-		r.skip(8 + verifierSize)
+		r.Skip(8 + verifierSize)
 
 	case opRead, // stateid4 stateid; offset4 offset; count4 count
 		opReadPlus: // same layout
-		r.skip(stateidSize + 12)
+		r.Skip(stateidSize + 12)
 
 	case opLockU: // locktype; seqid4; stateid4; offset4; length4
-		r.skip(8 + stateidSize + 16)
+		r.Skip(8 + stateidSize + 16)
 
 	case opAllocate, opDeallocate: // stateid4; offset4; length4
-		r.skip(stateidSize + 16)
+		r.Skip(stateidSize + 16)
 
 	case opSeek: // stateid4 sa_stateid; offset4 sa_offset; data_content4 sa_what
-		r.skip(stateidSize + 12)
+		r.Skip(stateidSize + 12)
 
 	case opClone: // stateid4 src, dst; offset4 src, dst; length4 count
-		r.skip(2*stateidSize + 24)
+		r.Skip(2*stateidSize + 24)
 
 	case opSequence:
 		// sessionid4; sequenceid4; slotid4; slotid4 highest; bool cachethis
-		r.skip(sessionIDSize + 16)
+		r.Skip(sessionIDSize + 16)
 
 	case opBindConnToSession:
 		// sessionid4; channel_dir_from_client4; bool use_conn_in_rdma_mode
-		r.skip(sessionIDSize + 8)
+		r.Skip(sessionIDSize + 8)
 
 	case opGetDeviceList:
 		// layouttype4; count4 maxdevices; nfs_cookie4; verifier4
-		r.skip(8 + 8 + verifierSize)
+		r.Skip(8 + 8 + verifierSize)
 
 	case opListXattrs: // nfs_cookie4 lxa_cookie; count4 lxa_maxcount
-		r.skip(12)
+		r.Skip(12)
 
 	case opLookup, opLink, opRemove, opSecinfo, // component4
 		opGetXattr, opRemoveXattr: // xattrkey4
@@ -109,12 +109,12 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 		r.fattr()
 
 	case opSetattr: // stateid4 stateid; fattr4 obj_attributes
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 		r.fattr()
 
 	case opReaddir:
 		// nfs_cookie4; verifier4; count4 dircount; count4 maxcount; bitmap4
-		r.skip(8 + verifierSize + 8)
+		r.Skip(8 + verifierSize + 8)
 		r.bitmap()
 
 	case opReleaseLockOwner: // lock_owner4
@@ -122,8 +122,8 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 
 	case opWrite:
 		// stateid4 stateid; offset4 offset; stable_how4 stable; opaque data<>
-		r.skip(stateidSize + 12)
-		return KindWriteData, r.u32()
+		r.Skip(stateidSize + 12)
+		return KindWriteData, r.Uint32()
 
 	case opCreate:
 		return createHead(r)
@@ -133,7 +133,7 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 
 	case opLockT:
 		// nfs_lock_type4 locktype; offset4; length4; lock_owner4 owner
-		r.skip(4 + 16)
+		r.Skip(4 + 16)
 		r.stateOwner()
 
 	case opOpen:
@@ -143,15 +143,15 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 		// nfs_client_id4 client (verifier4, opaque id<1024>);
 		// cb_client4 callback (uint32 cb_program, netaddr4 cb_location);
 		// uint32_t callback_ident
-		r.skip(verifierSize)
-		r.opaque(opaqueLimit)
-		r.skip(4)
+		r.Skip(verifierSize)
+		r.Opaque(opaqueLimit)
+		r.Skip(4)
 		r.netaddr()
-		r.skip(4)
+		r.Skip(4)
 
 	case opBackchannelCtl:
 		// uint32_t bca_cb_program; callback_sec_parms4 bca_sec_parms<>
-		r.skip(4)
+		r.Skip(4)
 		r.cbSecParms()
 
 	case opExchangeID:
@@ -160,25 +160,25 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 	case opCreateSession:
 		// clientid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back;
 		// uint32_t cb_program; callback_sec_parms4 csa_sec_parms<>
-		r.skip(8 + 4 + 4)
+		r.Skip(8 + 4 + 4)
 		r.channelAttrs()
 		r.channelAttrs()
-		r.skip(4)
+		r.Skip(4)
 		r.cbSecParms()
 
 	case opGetDirDelegation:
 		// bool signal_deleg_avail; bitmap4 notification_types;
 		// attr_notice4 child_attr_delay, dir_attr_delay (nfstime4);
 		// bitmap4 child_attributes; bitmap4 dir_attributes
-		r.skip(4)
+		r.Skip(4)
 		r.bitmap()
-		r.skip(2 * nfstimeSize)
+		r.Skip(2 * nfstimeSize)
 		r.bitmap()
 		r.bitmap()
 
 	case opGetDeviceInfo:
 		// deviceid4; layouttype4; count4 maxcount; bitmap4 notify_types
-		r.skip(deviceIDSize + 8)
+		r.Skip(deviceIDSize + 8)
 		r.bitmap()
 
 	case opLayoutCommit:
@@ -187,7 +187,7 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 	case opLayoutGet:
 		// bool signal_layout_avail; layouttype4; layoutiomode4; offset4;
 		// length4 length; length4 minlength; stateid4; count4 maxcount
-		r.skip(12 + 24 + stateidSize + 4)
+		r.Skip(12 + 24 + stateidSize + 4)
 
 	case opLayoutReturn:
 		// bool reclaim; layouttype4; layoutiomode4; layoutreturn4:
@@ -195,30 +195,30 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 		// case LAYOUTRETURN4_FILE: layoutreturn_file4 lr_layout;
 		//         (offset4, length4, stateid4, opaque lrf_body<>)
 		// default: void; };
-		r.skip(12)
-		if r.u32() == 1 {
-			r.skip(16 + stateidSize)
-			r.opaque(-1)
+		r.Skip(12)
+		if r.Uint32() == 1 {
+			r.Skip(16 + stateidSize)
+			r.Opaque(-1)
 		}
 
 	case opSetSSV: // opaque ssa_ssv<>; opaque ssa_digest<>
-		r.opaque(-1)
-		r.opaque(-1)
+		r.Opaque(-1)
+		r.Opaque(-1)
 
 	case opTestStateID: // stateid4 ts_stateids<>
-		n := r.arrayLen(-1, stateidSize)
-		r.skip(n * stateidSize)
+		n := r.ArrayLen(-1, stateidSize)
+		r.Skip(n * stateidSize)
 
 	case opWantDelegation:
 		// uint32_t wda_want; deleg_claim4 wda_claim:
 		// union deleg_claim4 switch (open_claim_type4 dc_claim) {
 		// case CLAIM_FH: void; case CLAIM_DELEG_PREV_FH: void;
 		// case CLAIM_PREVIOUS: open_delegation_type4 dc_delegate_type; };
-		r.skip(4)
-		switch c := r.u32(); c {
+		r.Skip(4)
+		switch c := r.Uint32(); c {
 		case 4, 6:
 		case 1:
-			r.skip(4)
+			r.Skip(4)
 		default:
 			r.bad("deleg_claim4", c)
 		}
@@ -226,28 +226,28 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 	case opCopy:
 		// stateid4 src, dst; offset4 src, dst; length4 count;
 		// bool consecutive; bool synchronous; netloc4 ca_source_server<>
-		r.skip(2*stateidSize + 24 + 8)
+		r.Skip(2*stateidSize + 24 + 8)
 		r.netlocs()
 
 	case opCopyNotify: // stateid4 cna_src_stateid; netloc4 cna_destination_server
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 		r.netloc()
 
 	case opIOAdvise: // stateid4; offset4; length4 count; bitmap4 hints
-		r.skip(stateidSize + 16)
+		r.Skip(stateidSize + 16)
 		r.bitmap()
 
 	case opLayoutError:
 		// offset4; length4; stateid4; device_error4 lea_errors<>
 		// struct device_error4 { deviceid4; nfsstat4; nfs_opnum4; };
-		r.skip(16 + stateidSize)
-		n := r.arrayLen(-1, deviceIDSize+8)
-		r.skip(n * (deviceIDSize + 8))
+		r.Skip(16 + stateidSize)
+		n := r.ArrayLen(-1, deviceIDSize+8)
+		r.Skip(n * (deviceIDSize + 8))
 
 	case opLayoutStats:
 		// offset4; length4; stateid4; io_info4 read, write (2 x uint64 each);
 		// deviceid4; layoutupdate4
-		r.skip(16 + stateidSize + 32 + deviceIDSize)
+		r.Skip(16 + stateidSize + 32 + deviceIDSize)
 		r.typedBody()
 
 	case opWriteSame:
@@ -255,17 +255,17 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 		// (offset4, length4 block_size, length4 block_count,
 		//  length4 reloff_blocknum, count4 block_num, length4 reloff_pattern,
 		//  opaque adb_pattern<>)
-		r.skip(stateidSize + 4 + 8 + 8 + 8 + 8 + 4 + 8)
-		r.opaque(-1)
+		r.Skip(stateidSize + 4 + 8 + 8 + 8 + 8 + 4 + 8)
+		r.Opaque(-1)
 
 	case opSetXattr:
 		// setxattr_option4 sxa_option; xattrkey4 sxa_key; xattrvalue4 sxa_value
-		r.skip(4)
+		r.Skip(4)
 		r.utf8()
-		r.opaque(-1)
+		r.Opaque(-1)
 
 	default:
-		r.fail(&unknownOp{op: op, offset: r.off() - 4})
+		r.Fail(&unknownOp{op: op, offset: r.Offset() - 4})
 	}
 	return KindNone, 0
 }
@@ -285,11 +285,11 @@ const nf4lnk = 5
 //
 // For other types it skips the whole arguments.
 func createHead(r *xr) (Kind, uint32) {
-	switch r.u32() {
+	switch r.Uint32() {
 	case nf4lnk:
-		return KindSymlinkPath, r.u32()
+		return KindSymlinkPath, r.Uint32()
 	case 3, 4: // NF4BLK, NF4CHR
-		r.skip(8)
+		r.Skip(8)
 	}
 	argsTail(r, opCreate)
 	return KindNone, 0
@@ -315,12 +315,12 @@ func argsTail(r *xr, op uint32) {
 //	case FALSE: exist_lock_owner4 lock_owner;  (stateid4; seqid4)
 //	};
 func lockArgs(r *xr) {
-	r.skip(8 + 16)
-	if r.boolean() {
-		r.skip(4 + stateidSize + 4)
+	r.Skip(8 + 16)
+	if r.Bool() {
+		r.Skip(4 + stateidSize + 4)
 		r.stateOwner()
 	} else {
-		r.skip(stateidSize + 4)
+		r.Skip(stateidSize + 4)
 	}
 }
 
@@ -348,32 +348,32 @@ func lockArgs(r *xr) {
 //	case CLAIM_DELEG_PREV_FH: void;
 //	};
 func openArgs(r *xr) {
-	r.skip(12)
+	r.Skip(12)
 	r.stateOwner()
-	if r.u32() == 1 { // OPEN4_CREATE
-		switch m := r.u32(); m {
+	if r.Uint32() == 1 { // OPEN4_CREATE
+		switch m := r.Uint32(); m {
 		case 0, 1:
 			r.fattr()
 		case 2:
-			r.skip(verifierSize)
+			r.Skip(verifierSize)
 		case 3:
-			r.skip(verifierSize)
+			r.Skip(verifierSize)
 			r.fattr()
 		default:
 			r.bad("createhow4", m)
 		}
 	}
-	switch c := r.u32(); c {
+	switch c := r.Uint32(); c {
 	case 0, 3:
 		r.utf8()
 	case 1:
-		r.skip(4)
+		r.Skip(4)
 	case 2:
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 		r.utf8()
 	case 4, 6:
 	case 5:
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 	default:
 		r.bad("open_claim4", c)
 	}
@@ -393,10 +393,10 @@ func openArgs(r *xr) {
 //	         uint32_t window; uint32_t num_gss_handles)
 //	};
 func exchangeIDArgs(r *xr) {
-	r.skip(verifierSize)
-	r.opaque(opaqueLimit)
-	r.skip(4)
-	switch h := r.u32(); h {
+	r.Skip(verifierSize)
+	r.Opaque(opaqueLimit)
+	r.Skip(4)
+	switch h := r.Uint32(); h {
 	case 0:
 	case 1:
 		r.stateProtectOps()
@@ -404,7 +404,7 @@ func exchangeIDArgs(r *xr) {
 		r.stateProtectOps()
 		r.opaques()
 		r.opaques()
-		r.skip(8)
+		r.Skip(8)
 	default:
 		r.bad("state_protect4_a", h)
 	}
@@ -418,12 +418,12 @@ func exchangeIDArgs(r *xr) {
 //	        newtime4 loca_time_modify;          (bool; TRUE: nfstime4)
 //	        layoutupdate4 loca_layoutupdate; };
 func layoutCommitArgs(r *xr) {
-	r.skip(16 + 4 + stateidSize)
-	if r.boolean() {
-		r.skip(8)
+	r.Skip(16 + 4 + stateidSize)
+	if r.Bool() {
+		r.Skip(8)
 	}
-	if r.boolean() {
-		r.skip(nfstimeSize)
+	if r.Bool() {
+		r.Skip(nfstimeSize)
 	}
 	r.typedBody()
 }

@@ -120,27 +120,27 @@ func nfs4Estimate(proc uint32, args []byte) (Estimate, error) {
 		return Estimate{}, nfs4EstimateError(proc, -1, 0, errNFS4Proc)
 	}
 	var r xr
-	r.reset(args)
-	r.opaque(-1) // tag: the reply echoes it
-	tagSize := r.off()
-	r.skip(4) // minorversion
-	n := r.arrayLen(-1, 4)
-	if !r.ok() {
-		return Estimate{}, nfs4EstimateError(proc, -1, 0, r.failure())
+	r.Reset(args)
+	r.Opaque(-1) // tag: the reply echoes it
+	tagSize := r.Offset()
+	r.Skip(4) // minorversion
+	n := r.ArrayLen(-1, 4)
+	if !r.OK() {
+		return Estimate{}, nfs4EstimateError(proc, -1, 0, r.Err())
 	}
 	e.Inline += 4 + tagSize + 4 // status, tag, resarray count
 	for i := 0; i < n; i++ {
-		start := r.off()
-		op := r.u32()
+		start := r.Offset()
+		op := r.Uint32()
 		if kind, ln := argsHead(&r, op); kind != KindNone {
-			r.skip(xdr.RoundUp(int(ln)))
+			r.Skip(xdr.RoundUp(int(ln)))
 			argsTail(&r, op)
 		}
-		if !r.ok() {
-			err := r.failure()
+		if !r.OK() {
+			err := r.Err()
 			return Estimate{}, nfs4EstimateError(proc, i, errOffset(err, start), err)
 		}
-		e.addNFS4Result(op, args[start+4:r.off()])
+		e.addNFS4Result(op, args[start+4:r.Offset()])
 	}
 	return e, nil
 }

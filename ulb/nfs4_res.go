@@ -37,23 +37,23 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 		// status only
 
 	case opClose, opLock, opLockU, opOpenConfirm, opOpenDowngrade: // stateid4
-		r.skip(stateidSize)
+		r.Skip(stateidSize)
 
 	case opAccess: // uint32_t supported; uint32_t access
-		r.skip(8)
+		r.Skip(8)
 
 	case opCommit: // verifier4 writeverf
-		r.skip(verifierSize)
+		r.Skip(verifierSize)
 
 	case opLink, opRemove, // change_info4 cinfo
 		opSetXattr, opRemoveXattr:
-		r.skip(changeInfoSize)
+		r.Skip(changeInfoSize)
 
 	case opRename: // change_info4 source_cinfo; change_info4 target_cinfo
-		r.skip(2 * changeInfoSize)
+		r.Skip(2 * changeInfoSize)
 
 	case opCreate: // change_info4 cinfo; bitmap4 attrset
-		r.skip(changeInfoSize)
+		r.Skip(changeInfoSize)
 		r.bitmap()
 
 	case opGetattr: // fattr4 obj_attributes
@@ -66,14 +66,14 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 		r.bitmap()
 
 	case opWrite: // count4 count; stable_how4 committed; verifier4 writeverf
-		r.skip(8 + verifierSize)
+		r.Skip(8 + verifierSize)
 
 	case opRead: // bool eof; opaque data<>   <- DDP-eligible
-		r.skip(4)
-		return KindReadData, r.u32()
+		r.Skip(4)
+		return KindReadData, r.Uint32()
 
 	case opReadlink: // linktext4 link          <- DDP-eligible
-		return KindReadlinkPath, r.u32()
+		return KindReadlinkPath, r.Uint32()
 
 	case opReaddir:
 		readdirResults(r)
@@ -81,7 +81,7 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 	case opOpen:
 		// stateid4 stateid; change_info4 cinfo; uint32_t rflags;
 		// bitmap4 attrset; open_delegation4 delegation
-		r.skip(stateidSize + changeInfoSize + 4)
+		r.Skip(stateidSize + changeInfoSize + 4)
 		r.bitmap()
 		r.openDelegation()
 
@@ -89,18 +89,18 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 		r.secinfos()
 
 	case opSetClientID: // clientid4 clientid; verifier4 setclientid_confirm
-		r.skip(8 + verifierSize)
+		r.Skip(8 + verifierSize)
 
 	case opBindConnToSession:
 		// sessionid4; channel_dir_from_server4; bool use_conn_in_rdma_mode
-		r.skip(sessionIDSize + 8)
+		r.Skip(sessionIDSize + 8)
 
 	case opExchangeID:
 		exchangeIDResults(r)
 
 	case opCreateSession:
 		// sessionid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back
-		r.skip(sessionIDSize + 8)
+		r.Skip(sessionIDSize + 8)
 		r.channelAttrs()
 		r.channelAttrs()
 
@@ -110,14 +110,14 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 		//         (verifier4; stateid4; bitmap4 notification;
 		//          bitmap4 child_attributes; bitmap4 dir_attributes)
 		// case GDD4_UNAVAIL: bool will_signal_deleg_avail; };
-		switch s := r.u32(); s {
+		switch s := r.Uint32(); s {
 		case 0:
-			r.skip(verifierSize + stateidSize)
+			r.Skip(verifierSize + stateidSize)
 			r.bitmap()
 			r.bitmap()
 			r.bitmap()
 		case 1:
-			r.skip(4)
+			r.Skip(4)
 		default:
 			r.bad("GET_DIR_DELEGATION4res_non_fatal", s)
 		}
@@ -128,59 +128,59 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 
 	case opGetDeviceList:
 		// nfs_cookie4; verifier4; deviceid4 gdlr_deviceid_list<>; bool eof
-		r.skip(8 + verifierSize)
-		n := r.arrayLen(-1, deviceIDSize)
-		r.skip(n*deviceIDSize + 4)
+		r.Skip(8 + verifierSize)
+		n := r.ArrayLen(-1, deviceIDSize)
+		r.Skip(n*deviceIDSize + 4)
 
 	case opLayoutCommit: // newsize4 (bool ns_sizechanged; TRUE: length4)
-		if r.boolean() {
-			r.skip(8)
+		if r.Bool() {
+			r.Skip(8)
 		}
 
 	case opLayoutGet:
 		// bool return_on_close; stateid4; layout4 logr_layout<>:
 		// struct layout4 { offset4; length4; layoutiomode4;
 		//                  layout_content4 lo_content; };
-		r.skip(4 + stateidSize)
-		n := r.arrayLen(-1, 20+8)
-		for i := 0; i < n && r.ok(); i++ {
-			r.skip(20)
+		r.Skip(4 + stateidSize)
+		n := r.ArrayLen(-1, 20+8)
+		for i := 0; i < n && r.OK(); i++ {
+			r.Skip(20)
 			r.typedBody()
 		}
 
 	case opLayoutReturn: // layoutreturn_stateid (bool; TRUE: stateid4)
-		if r.boolean() {
-			r.skip(stateidSize)
+		if r.Bool() {
+			r.Skip(stateidSize)
 		}
 
 	case opSequence:
 		// sessionid4; sequenceid4; slotid4; slotid4 highest;
 		// slotid4 target_highest; uint32_t status_flags
-		r.skip(sessionIDSize + 20)
+		r.Skip(sessionIDSize + 20)
 
 	case opSetSSV: // opaque ssr_digest<>
-		r.opaque(-1)
+		r.Opaque(-1)
 
 	case opTestStateID: // nfsstat4 tsr_status_codes<>
-		n := r.arrayLen(-1, 4)
-		r.skip(4 * n)
+		n := r.ArrayLen(-1, 4)
+		r.Skip(4 * n)
 
 	case opWantDelegation: // open_delegation4
 		r.openDelegation()
 
 	case opCopy: // write_response4 cr_response; copy_requirements4 (2 x bool)
 		r.writeResponse()
-		r.skip(8)
+		r.Skip(8)
 
 	case opCopyNotify:
 		// nfstime4 lease_time; stateid4; netloc4 cnr_source_server<>
-		r.skip(nfstimeSize + stateidSize)
+		r.Skip(nfstimeSize + stateidSize)
 		r.netlocs()
 
 	case opOffloadStatus: // length4 osr_count; nfsstat4 osr_complete<1>
-		r.skip(8)
-		n := r.arrayLen(1, 4)
-		r.skip(4 * n)
+		r.Skip(8)
+		n := r.ArrayLen(1, 4)
+		r.Skip(4 * n)
 
 	case opIOAdvise: // bitmap4 ior_hints
 		r.bitmap()
@@ -189,24 +189,24 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 		readPlusResults(r)
 
 	case opSeek: // bool sr_eof; offset4 sr_offset
-		r.skip(12)
+		r.Skip(12)
 
 	case opWriteSame: // write_response4
 		r.writeResponse()
 
 	case opGetXattr: // xattrvalue4 gxr_value (opaque<>)
-		r.opaque(-1)
+		r.Opaque(-1)
 
 	case opListXattrs: // nfs_cookie4; xattrkey4 lxr_names<>; bool lxr_eof
-		r.skip(8)
-		n := r.arrayLen(-1, 4)
-		for i := 0; i < n && r.ok(); i++ {
+		r.Skip(8)
+		n := r.ArrayLen(-1, 4)
+		for i := 0; i < n && r.OK(); i++ {
 			r.utf8()
 		}
-		r.skip(4)
+		r.Skip(4)
 
 	default:
-		r.fail(&unknownOp{op: op, offset: r.off() - 8})
+		r.Fail(&unknownOp{op: op, offset: r.Offset() - 8})
 	}
 	return KindNone, 0
 }
@@ -216,7 +216,7 @@ func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
 func resultsError(r *xr, op, status uint32) {
 	switch {
 	case !knownOp(op):
-		r.fail(&unknownOp{op: op, offset: r.off() - 8})
+		r.Fail(&unknownOp{op: op, offset: r.Offset() - 8})
 
 	case op == opSetattr:
 		// struct SETATTR4res { nfsstat4 status; bitmap4 attrsset; };
@@ -225,7 +225,7 @@ func resultsError(r *xr, op, status uint32) {
 	case (op == opLock || op == opLockT) && status == nfs4ErrDenied:
 		// struct LOCK4denied { offset4; length4; nfs_lock_type4 locktype;
 		//                      lock_owner4 owner; };
-		r.skip(20)
+		r.Skip(20)
 		r.stateOwner()
 
 	case op == opSetClientID && status == nfs4ErrClidInUse:
@@ -234,15 +234,15 @@ func resultsError(r *xr, op, status uint32) {
 
 	case op == opGetDeviceInfo && status == nfs4ErrTooSmall:
 		// count4 gdir_mincount
-		r.skip(4)
+		r.Skip(4)
 
 	case op == opLayoutGet && status == nfs4ErrLayoutTryLater:
 		// bool logr_will_signal_layout_avail
-		r.skip(4)
+		r.Skip(4)
 
 	case op == opCopy && status == nfs4ErrOffloadNoReqs:
 		// copy_requirements4 cr_requirements (2 x bool)
-		r.skip(8)
+		r.Skip(8)
 	}
 }
 
@@ -253,13 +253,13 @@ func resultsError(r *xr, op, status uint32) {
 //	struct entry4 { nfs_cookie4 cookie; component4 name; fattr4 attrs;
 //	                entry4 *nextentry; };
 func readdirResults(r *xr) {
-	r.skip(verifierSize)
-	for r.boolean() {
-		r.skip(8)
+	r.Skip(verifierSize)
+	for r.Bool() {
+		r.Skip(8)
 		r.utf8()
 		r.fattr()
 	}
-	r.skip(4)
+	r.Skip(4)
 }
 
 // readPlusResults skips read_plus_res4. Nothing in it is DDP-eligible
@@ -272,15 +272,15 @@ func readdirResults(r *xr) {
 //	default:                void;
 //	};
 func readPlusResults(r *xr) {
-	r.skip(4)
-	n := r.arrayLen(-1, 4)
-	for i := 0; i < n && r.ok(); i++ {
-		switch r.u32() {
+	r.Skip(4)
+	n := r.ArrayLen(-1, 4)
+	for i := 0; i < n && r.OK(); i++ {
+		switch r.Uint32() {
 		case 0:
-			r.skip(8)
-			r.opaque(-1)
+			r.Skip(8)
+			r.Opaque(-1)
 		case 1:
-			r.skip(16)
+			r.Skip(16)
 		}
 	}
 }
@@ -300,20 +300,20 @@ func readPlusResults(r *xr) {
 //	         gsshandle4_t spi_handles<>)
 //	};
 func exchangeIDResults(r *xr) {
-	r.skip(16)
-	switch h := r.u32(); h {
+	r.Skip(16)
+	switch h := r.Uint32(); h {
 	case 0:
 	case 1:
 		r.stateProtectOps()
 	case 2:
 		r.stateProtectOps()
-		r.skip(16)
+		r.Skip(16)
 		r.opaques()
 	default:
 		r.bad("state_protect4_r", h)
 	}
-	r.skip(8)
-	r.opaque(opaqueLimit)
-	r.opaque(opaqueLimit)
+	r.Skip(8)
+	r.Opaque(opaqueLimit)
+	r.Opaque(opaqueLimit)
 	r.implID()
 }

@@ -9,6 +9,10 @@
 //   - An Encoder writes into a fixed slice it never grows: a send buffer is
 //     registered memory of a known size, so running past its end is an
 //     error (ErrOverflow), not a reallocation.
+//   - A Reader is a Decoder with a sticky stop, for layouts read as
+//     straight-line code and for messages that arrive in pieces: a read
+//     past the end records how many bytes are needed instead of failing,
+//     and length limits are judged on the length word alone (reader.go).
 //   - No method allocates on success. Every read is bounds-checked; on short
 //     or hostile input a Decoder returns an *Error naming the operation and
 //     the byte offset, and never panics.

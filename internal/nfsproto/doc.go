@@ -3,7 +3,7 @@
 // and its embedded memory server (internal/nfsmem) encode and decode, so
 // the two sides share one definition of every structure.
 //
-// Decoding goes through Dec, a sticky-error wrapper over xdr.Decoder: a
+// Decoding goes through Dec, package xdr's sticky Reader over a whole message: a
 // procedure's arguments or results decode field after field and the first
 // failure is checked once at the end (that failure is what a server turns
 // into GARBAGE_ARGS).

@@ -30,7 +30,7 @@ function layer(p) {
 	sub(mod, "", pkg)
 	if (pkg ~ /\.test$/) next                 # the generated test main
 	sub(/ \[.*/, "", pkg)
-	sub(/_test$/, "", pkg)                   # an external test package: its package's layer
+	sub(/_test$/, "", pkg)                   # an external test package: the layer of its package
 	l = layer(pkg)
 	deps = ""
 	for (i = 2; i <= NF; i++) {

@@ -18,6 +18,7 @@
 // Memory: pool.go is the registered buffer pool; pool_domain.go registers
 // it in further protection domains (a requester connection's own PD);
 // requester_reg.go is the requester's per-RPC registration.
+// pool_wait.go is the one way to wait for pool memory (GetWait, PoolWait).
 //
 // # Engine files
 //

@@ -292,17 +292,24 @@ func TestSplitReassembles(t *testing.T) {
 	}
 }
 
+// atRecord returns a reader at the start of rec, framed in fragments
+// drawn from seed.
+func atRecord(t *testing.T, seed uint64, rec []byte) *tcprpc.RecordReader {
+	t.Helper()
+	rr := tcprpc.NewRecordReader(bytes.NewReader(frame(rand.New(rand.NewPCG(seed, seed)), nil, rec)),
+		&tcprpc.ReaderConfig{BufferSize: testWindow})
+	if err := rr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	return rr
+}
+
 // An item larger than the largest pool buffer stops the walk (TooLarge)
 // and goes inline; Item and Length name it.
 func TestSplitTooLarge(t *testing.T) {
 	pool := newPool(t, 4<<20)
 	data := randBytes(rand.New(rand.NewPCG(1, 2)), testMaxClass+1)
-	var stream []byte
-	stream = frame(rand.New(rand.NewPCG(3, 4)), stream, read3Reply(7, data))
-	rr := tcprpc.NewRecordReader(bytes.NewReader(stream), &tcprpc.ReaderConfig{BufferSize: testWindow})
-	if err := rr.Next(); err != nil {
-		t.Fatal(err)
-	}
+	rr := atRecord(t, 3, read3Reply(7, data))
 	var msg rdmarpc.Message
 	out, err := New(Config{Pool: pool, Window: testWindow}).Split(context.Background(), rr, &msg,
 		Record{XID: 7, Dir: ulb.Reply, Prog: progNFS, Vers: 3, Proc: procRead, HdrLen: 24, Walk: true})
@@ -333,10 +340,7 @@ func TestSplitBodyLimit(t *testing.T) {
 	pool := newPool(t, 4<<20)
 	one, two := []byte("first body"), []byte("second")
 	rec := write4Call(9, one, two)
-	rr := tcprpc.NewRecordReader(bytes.NewReader(frame(rand.New(rand.NewPCG(5, 6)), nil, rec)), nil)
-	if err := rr.Next(); err != nil {
-		t.Fatal(err)
-	}
+	rr := atRecord(t, 5, rec)
 	var msg rdmarpc.Message
 	sp := New(Config{Pool: pool, Window: testWindow, Inline: Scratch, MaxBodies: 1})
 	out, err := sp.Split(context.Background(), rr, &msg, Record{XID: 9, Dir: ulb.Call, Prog: progNFS, Vers: 4, Proc: 1, HdrLen: 40, Walk: true})
@@ -366,10 +370,7 @@ func TestSplitWaitCancelled(t *testing.T) {
 		held = append(held, b)
 	}
 	inUse := pool.InUse()
-	rr := tcprpc.NewRecordReader(bytes.NewReader(frame(rand.New(rand.NewPCG(7, 8)), nil, read3Reply(3, make([]byte, 1000)))), nil)
-	if err := rr.Next(); err != nil {
-		t.Fatal(err)
-	}
+	rr := atRecord(t, 7, read3Reply(3, make([]byte, 1000)))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var msg rdmarpc.Message

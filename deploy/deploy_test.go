@@ -61,6 +61,8 @@ func loadCatalog(t *testing.T) *catalog {
 	root := ".."
 	fset := token.NewFileSet()
 	sawCollectors := 0
+	var files []*ast.File
+	var paths []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -79,6 +81,15 @@ func loadCatalog(t *testing.T) *catalog {
 		if err != nil {
 			return err
 		}
+		collectNameConsts(f)
+		files, paths = append(files, f), append(paths, path)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range files {
+		path := paths[i]
 		// Series registered by package gateway go through a registerer
 		// that adds the constant label mode (NewMetricsFor).
 		inGateway := filepath.Base(filepath.Dir(path)) == "gateway"
@@ -139,10 +150,6 @@ func loadCatalog(t *testing.T) *catalog {
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(c.metrics) < 20 {
 		t.Fatalf("found only %d metric names in the source: the scanner no longer understands how metrics are defined", len(c.metrics))
@@ -214,13 +221,53 @@ func optsName(cl *ast.CompositeLit) (name, kind string) {
 	return strings.Join(full, "_"), kind
 }
 
+// stringLit is a string literal's value, or that of a string constant
+// named by an identifier or a package selector (metricname.CallsTotal):
+// constants are looked up in nameConsts.
 func stringLit(e ast.Expr) (string, bool) {
+	switch x := e.(type) {
+	case *ast.Ident:
+		s, ok := nameConsts[x.Name]
+		return s, ok
+	case *ast.SelectorExpr:
+		s, ok := nameConsts[x.Sel.Name]
+		return s, ok
+	}
 	bl, ok := e.(*ast.BasicLit)
 	if !ok || bl.Kind != token.STRING {
 		return "", false
 	}
 	s, err := strconv.Unquote(bl.Value)
 	return s, err == nil
+}
+
+// nameConsts maps the names of the source's string constants that hold
+// metric names ("rdmagw_...": gateway/metricname, gateway/auxrelay) to
+// their values; loadCatalog fills it before it scans the registrations.
+var nameConsts = map[string]string{}
+
+// collectNameConsts records every constant declared as a "rdmagw_..."
+// string literal in f.
+func collectNameConsts(f *ast.File) {
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if i >= len(vs.Values) {
+					break
+				}
+				if bl, ok := vs.Values[i].(*ast.BasicLit); ok && bl.Kind == token.STRING {
+					if v, err := strconv.Unquote(bl.Value); err == nil && strings.HasPrefix(v, "rdmagw_") {
+						nameConsts[n.Name] = v
+					}
+				}
+			}
+		}
+	}
 }
 
 // ---- PromQL checks (a scanner, not a parser: promtool parses) ----

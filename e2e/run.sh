@@ -25,8 +25,10 @@
 #   E2E_DATA_MIB, E2E_FIO_MIB, E2E_PERF_SECS   sizes and durations
 #   E2E_FO_VERSIONS, E2E_FO_MIB, E2E_FO_OPTS   60-failover: versions, file
 #                 size, extra mount options (e.g. timeo=100)
-#   E2E_SIW=1     run 70-siw (opt-in: ~7 min); E2E_SIW_INTEROP=1 and
-#                 E2E_SIW_REVERSE=1 add its unproven interop/reverse parts
+#   E2E_SIW_SKIP=1  skip 70-siw; E2E_SIW_VERSIONS, E2E_SIW_DATA_MIB,
+#                 E2E_SIW_SUITE_SKIP, E2E_SIW_RV_VERSIONS, E2E_SIW_INTEROP_RUN,
+#                 E2E_SIW_INTEROP_TIMEOUT, E2E_SIW_PARTS
+#                 size it (see the case's header)
 #   E2E_WAIT_QEMU=1   before each guest, wait (up to 15 min) while another
 #                 qemu-system process runs on this host (shared CI hosts)
 set -uo pipefail
@@ -131,9 +133,14 @@ for f in "${cases[@]}"; do
             ${E2E_FO_VERSIONS+-e "E2E_FO_VERSIONS=$E2E_FO_VERSIONS"} \
             ${E2E_FO_MIB:+-e "E2E_FO_MIB=$E2E_FO_MIB"} \
             ${E2E_FO_OPTS:+-e "E2E_FO_OPTS=$E2E_FO_OPTS"} \
-            ${E2E_SIW:+-e "E2E_SIW=$E2E_SIW"} \
-            ${E2E_SIW_INTEROP:+-e "E2E_SIW_INTEROP=$E2E_SIW_INTEROP"} \
-            ${E2E_SIW_REVERSE:+-e "E2E_SIW_REVERSE=$E2E_SIW_REVERSE"} \
+            ${E2E_SIW_SKIP:+-e "E2E_SIW_SKIP=$E2E_SIW_SKIP"} \
+            ${E2E_SIW_VERSIONS:+-e "E2E_SIW_VERSIONS=$E2E_SIW_VERSIONS"} \
+            ${E2E_SIW_DATA_MIB:+-e "E2E_SIW_DATA_MIB=$E2E_SIW_DATA_MIB"} \
+            ${E2E_SIW_SUITE_SKIP+-e "E2E_SIW_SUITE_SKIP=$E2E_SIW_SUITE_SKIP"} \
+            ${E2E_SIW_RV_VERSIONS:+-e "E2E_SIW_RV_VERSIONS=$E2E_SIW_RV_VERSIONS"} \
+            ${E2E_SIW_INTEROP_RUN:+-e "E2E_SIW_INTEROP_RUN=$E2E_SIW_INTEROP_RUN"} \
+            ${E2E_SIW_INTEROP_TIMEOUT:+-e "E2E_SIW_INTEROP_TIMEOUT=$E2E_SIW_INTEROP_TIMEOUT"} \
+            ${E2E_SIW_PARTS:+-e "E2E_SIW_PARTS=$E2E_SIW_PARTS"} \
             -- "$f" > "$d.host.log" 2>&1
         rc=$?
         wall=$((SECONDS - t))

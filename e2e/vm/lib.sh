@@ -30,7 +30,7 @@
 #                            (64 MiB dd, fio pattern, file sizes, namespace
 #                            ops, symlink, 2,000-entry directory); adds the
 #                            payload bytes to NFS_BYTES_WRITTEN/NFS_BYTES_READ;
-#                            $NFS_SUITE_SKIP ("fio dir2000") leaves those out
+#                            $NFS_SUITE_SKIP ("fio dir2000 sizes") leaves those out
 # Gateway
 #   gw_binary                path of the host-built ibverbs gateway, or "" 
 #   start_gateway            ($GW_PROVIDER: the RDMA side's provider, default
@@ -361,7 +361,7 @@ nfs_suite() {
     if [[ " ${NFS_SUITE_SKIP:-} " == *" fio "* ]]; then :
     elif command -v fio >/dev/null; then check "${PFX}_fio" chk_fio
     else result "${PFX}_fio" SKIP 0 "fio not installed"; fi
-    check "${PFX}_sizes" chk_sizes
+    [[ " ${NFS_SUITE_SKIP:-} " == *" sizes "* ]] || check "${PFX}_sizes" chk_sizes
     check "${PFX}_namespace" chk_namespace
     check "${PFX}_symlink" chk_symlink
     [[ " ${NFS_SUITE_SKIP:-} " == *" dir2000 "* ]] || check "${PFX}_dir2000" chk_bigdir

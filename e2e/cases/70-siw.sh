@@ -67,15 +67,18 @@ make_src
 # ---- interop: the verbs conformance suite, one end on each stack ----------
 # bin/iwarp-siw.test (run.sh builds it: go test -c -tags ibverbs ./verbs/iwarp)
 # runs TestSiwInterop: the pure-Go provider against siw through the ibverbs
-# provider (libsiw), both ways round, MPA CRC on and off. By default the
-# cases a kernel peer drives: MPA enhanced connect with private data and
-# reject, Send/Receive (with Invalidate; a Send without a receive and one
-# too long for it end in a Terminate), RDMA Write and Read of every size,
-# disconnects. The rest (Access, CQ, SRQ, Scale) runs with
-# E2E_SIW_INTEROP_RUN=TestSiwInterop; what siw does differently there is in
-# e2e/README.md.
+# provider (libsiw), both ways round, MPA CRC on and off. By default a lean
+# part of what a kernel peer drives (in CI: the full list below took 234 s
+# here, 131 s of it RDMA/Sizes up to 8 MiB): MPA enhanced connect with
+# private data and reject, Send/Receive with Invalidate, a Send without a
+# receive ending in a Terminate, RDMA Write and Read up to 64 KiB (the NFS
+# parts move megabytes), scatter/gather, disconnects; both directions, CRC
+# on and off for WarmUp/Send/Sizes. Everything a kernel peer drives:
+# E2E_SIW_INTEROP_RUN='TestSiwOpenByIP|TestSiwInterop/.*/.*/(WarmUp|Connect|Send|RDMA|Lifecycle)$'
+# (134 passed); all of it: E2E_SIW_INTEROP_RUN=TestSiwInterop (what siw does
+# differently there is in e2e/README.md).
 SIW_TEST=${E2E_SIW_TEST:-$E2E_REPO/bin/iwarp-siw.test}
-INTEROP_RUN=${E2E_SIW_INTEROP_RUN:-TestSiwOpenByIP|TestSiwInterop/.*/.*/WarmUp|TestSiwInterop/.*/.*/Connect/^(PrivateData|Addresses|Reject|DialClosedPort)$|TestSiwInterop/.*/.*/Send/^(Ordering|Unsignalled|ScatterGather|Chain|Invalidate|RNR)$|TestSiwInterop/.*/.*/RDMA|TestSiwInterop/.*/.*/Lifecycle/^(Disconnect|CloseWithoutDisconnect|DisconnectDuringTransfer)$}
+INTEROP_RUN=${E2E_SIW_INTEROP_RUN:-TestSiwOpenByIP|TestSiwInterop/.*/.*/WarmUp|TestSiwInterop/.*/^CRC$/Connect/^(PrivateData|Reject)$|TestSiwInterop/.*/.*/Send/^(ScatterGather|Invalidate|RNR)$|TestSiwInterop/.*/.*/RDMA/^Sizes$/^(0|1|4097|65537)$|TestSiwInterop/.*/^CRC$/RDMA/^(ScatterGather|ToDialer)$|TestSiwInterop/.*/^CRC$/Lifecycle/^(Disconnect|DisconnectDuringTransfer)$}
 chk_interop() {
     ulimit -l unlimited
     local tmo=${E2E_SIW_INTEROP_TIMEOUT:-300}

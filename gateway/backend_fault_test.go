@@ -27,51 +27,23 @@ import (
 // test answer each (nil handler: NULL replies SUCCESS, others are not
 // answered).
 type fakeBackend struct {
-	ln       net.Listener
+	*tcpServer
 	accepted atomic.Int32
 	// handle answers one call on c; false closes the connection.
 	handle func(c net.Conn, h *oncrpc.CallHeader) bool
 	// mute: calls are read and answered only after mute is cleared (a
 	// hung server).
 	mute atomic.Bool
-
-	mu    sync.Mutex
-	conns []net.Conn
 }
 
 func startFakeBackend(t testing.TB, handle func(c net.Conn, h *oncrpc.CallHeader) bool) *fakeBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb := &fakeBackend{ln: ln, handle: handle}
-	go fb.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		fb.mu.Lock()
-		for _, c := range fb.conns {
-			c.Close()
-		}
-		fb.mu.Unlock()
+	fb := &fakeBackend{handle: handle}
+	fb.tcpServer = startTCPServer(t, func(c net.Conn) {
+		fb.accepted.Add(1)
+		go fb.conn(c)
 	})
 	return fb
-}
-
-func (fb *fakeBackend) addr() string { return fb.ln.Addr().String() }
-
-func (fb *fakeBackend) serve() {
-	for {
-		c, err := fb.ln.Accept()
-		if err != nil {
-			return
-		}
-		fb.accepted.Add(1)
-		fb.mu.Lock()
-		fb.conns = append(fb.conns, c)
-		fb.mu.Unlock()
-		go fb.conn(c)
-	}
 }
 
 func (fb *fakeBackend) conn(c net.Conn) {

@@ -306,7 +306,7 @@ const (
 // call's XID in its first word; a WRITE's data must carry its call's XID
 // in its first word too (a mismatch is a failure).
 type fakeNFS3 struct {
-	ln       net.Listener
+	*tcpServer
 	readData []byte // canned READ payload (the server's own copy is stamped per call)
 
 	calls [32]atomic.Int64 // per procedure
@@ -317,42 +317,12 @@ type fakeNFS3 struct {
 	capLen  int
 	failMu  sync.Mutex
 	failErr error
-
-	connMu sync.Mutex
-	conns  []net.Conn
 }
 
 func startFakeNFS3(b testing.TB, ioSize int) *fakeNFS3 {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := &fakeNFS3{ln: ln, readData: pattern(ioSize, 5), capBuf: make([]byte, fakeMaxRecord)}
-	go s.acceptLoop()
-	b.Cleanup(func() {
-		ln.Close()
-		s.connMu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.connMu.Unlock()
-	})
+	s := &fakeNFS3{readData: pattern(ioSize, 5), capBuf: make([]byte, fakeMaxRecord)}
+	s.tcpServer = startTCPServer(b, func(c net.Conn) { go s.serve(c) })
 	return s
-}
-
-func (s *fakeNFS3) addr() string { return s.ln.Addr().String() }
-
-func (s *fakeNFS3) acceptLoop() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		s.connMu.Lock()
-		s.conns = append(s.conns, c)
-		s.connMu.Unlock()
-		go s.serve(c)
-	}
 }
 
 func (s *fakeNFS3) setFailure(err error) {

@@ -111,6 +111,48 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// tcpServer is a test's TCP server on a free loopback port: it hands
+// each accepted connection to handle, on the accepting goroutine
+// (handle starts one of its own to serve it); at the test's end it
+// closes the listener and every connection it accepted.
+type tcpServer struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startTCPServer(t testing.TB, handle func(c net.Conn)) *tcpServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tcpServer{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			handle(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	return s
+}
+
+func (s *tcpServer) addr() string { return s.ln.Addr().String() }
+
 // proxy sits between the gateway and the NFS server so a test can break
 // the backend connection, hold or swallow replies, and inject bogus ones.
 // Calls pass byte for byte; replies are re-framed record by record.

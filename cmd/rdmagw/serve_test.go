@@ -95,14 +95,7 @@ log: {format: json}
 		t.Fatalf("/metrics lacks rdmagw_connections_total:\n%.500s", body)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-rc:
-		if code != 0 {
-			t.Fatalf("rc %d after SIGTERM:\n%s", code, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	waitExit(t, rc, errb)
 	if !strings.Contains(errb.String(), `"@message":"stopped"`) {
 		t.Fatalf("no clean stop logged:\n%s", errb.String())
 	}
@@ -225,14 +218,7 @@ aux_relay:
 		t.Errorf("/metrics lacks the relay's rpcbind call count:\n%s", grepLines(string(body), "auxrelay"))
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-rc:
-		if code != 0 {
-			t.Fatalf("rc %d after SIGTERM:\n%s", code, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	waitExit(t, rc, errb)
 	if !strings.Contains(errb.String(), "auxiliary relay stopped") {
 		t.Errorf("relay stop not logged:\n%s", errb.String())
 	}

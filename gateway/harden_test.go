@@ -367,12 +367,15 @@ func TestHardenStalledClientBoundedAndTimedOut(t *testing.T) {
 // counted reason; a connection that stays idle is closed.
 func TestHardenConnectionLimitsAndIdle(t *testing.T) {
 	g := nfstest.StartGanesha(t)
-	idle := startGateway(t, g.NFSAddr, func(c *gateway.Config) { c.Connections.IdleTimeout = 300 * time.Millisecond })
+	// 2 s: the busy connection's NULLs below must come more often than
+	// that even when a loaded machine starves the test (with 300 ms it
+	// was closed as idle once).
+	idle := startGateway(t, g.NFSAddr, func(c *gateway.Config) { c.Connections.IdleTimeout = 2 * time.Second })
 	// Idle: a connection with no calls goes after idle_timeout; one
 	// with a call outstanding or recent stays.
 	busy := dialRDMA(t, idle.Addr().String())
 	dialRawPeer(t, idle.Addr().String(), "127.0.0.1", 4, 8, 4, 0)
-	waitFor(t, 10*time.Second, "the idle connection to close", func() bool {
+	waitFor(t, 20*time.Second, "the idle connection to close", func() bool {
 		_, err := busy.call(context.Background(), ulb.ProgNFS, 3, nfs3Null, nil, nil, nil)
 		if err != nil {
 			t.Fatalf("NULL on the busy connection: %v", err)

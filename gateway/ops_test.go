@@ -192,9 +192,15 @@ func TestForwardDrainDeadlineAbandons(t *testing.T) {
 func TestForwardSessionsView(t *testing.T) {
 	data := pattern(512<<10, 9)
 	_, gw, n, _ := forwardWithFile(t, data)
-	cl := sessionsOf(t, gw.Sessions, 1, "one client")[0]
-	// 512 KiB written by RDMA Read and read back by RDMA Write, plus headers.
-	if cl.BytesIn < uint64(len(data)) || cl.BytesOut < uint64(len(data)) || cl.BytesIn > 2*uint64(len(data)) {
+	// 512 KiB written by RDMA Read and read back by RDMA Write, plus
+	// headers. A reply's bytes are counted when its Send completes,
+	// which may be just after the client has the reply: wait for them.
+	var cl gateway.SessionInfo
+	waitFor(t, 10*time.Second, "the transfer's bytes in the live view", func() bool {
+		cl = sessionsOf(t, gw.Sessions, 1, "one client")[0]
+		return cl.BytesIn >= uint64(len(data)) && cl.BytesOut >= uint64(len(data))
+	})
+	if cl.BytesIn > 2*uint64(len(data)) {
 		t.Errorf("bytes in %d out %d after moving %d each way", cl.BytesIn, cl.BytesOut, len(data))
 	}
 	if cl.CreditsGranted != gateway.DefaultConfig().RDMA.Credits || cl.InlineRecv != 4096 || cl.InlineSend == 0 {

@@ -157,6 +157,7 @@ func (s *session) requeueAll() int {
 	defer s.mu.Unlock()
 	s.sendQ = s.sendQ[:0]
 	for _, pc := range s.pending.byXID {
+		pc.onWire.Store(false) // not on the new connection yet
 		s.sendQ = append(s.sendQ, pc)
 	}
 	slices.SortFunc(s.sendQ, func(a, b *pendingCall) int { return cmp.Compare(a.seq, b.seq) })
@@ -415,8 +416,8 @@ func (s *session) sentCall(xid uint32) (*pendingCall, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pc := s.pending.byXID[xid]
-	if pc == nil || pc.sent.IsZero() {
-		return nil, time.Time{}
+	if pc == nil || pc.sent.IsZero() || !pc.onWire.Load() {
+		return nil, time.Time{} // not (yet) written on this connection: see session.go
 	}
 	return pc, pc.sent
 }

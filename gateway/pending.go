@@ -30,6 +30,11 @@ type pendingCall struct {
 	// that carries the call's buffers, and wireHandedOff once the reader
 	// has left the answer to it (see the ownership rule in session.go).
 	wire atomic.Uint32
+	// onWire is set once the writer has begun writing the call on the
+	// current backend connection (after wire turns wireWriting): only
+	// then may a reply be matched to it (sentCall). Cleared when the call
+	// is queued again after a reconnect and when pc is recycled.
+	onWire atomic.Bool
 	// How the call is answered, set by the reader before it answers or
 	// hands the answer to the writer (finishAnswer).
 	answer     answerKind
@@ -70,6 +75,7 @@ func (t *pendingTable) put(pc *pendingCall) {
 	pc.call, pc.stats, pc.sent, pc.received = nil, nil, time.Time{}, time.Time{}
 	pc.xid, pc.prog, pc.vers, pc.proc, pc.ddp, pc.seq, pc.breaks = 0, 0, 0, 0, false, 0, 0
 	pc.answer, pc.status, pc.failReason, pc.failCause = answerNone, 0, "", nil
+	pc.onWire.Store(false)
 	pc.next = t.free
 	t.free = pc
 }

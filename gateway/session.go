@@ -37,6 +37,14 @@ import (
 //     writer, back from writev, sends the answer itself. Whichever of the
 //     two lets go of the call last answers it (as svcrdma's completion
 //     handlers leave the release to whoever drops the last reference).
+//   - A reply is matched only to a call the writer has begun to write on
+//     the current connection (onWire). A reply for a call still waiting
+//     in the writer's batch answers an earlier send of the same XID: on
+//     a backend connection kept across a client's reconnect, the reply
+//     to the old client's call can arrive after the new client sent the
+//     call again. It is dropped as an unknown XID (the re-send gets the
+//     server's cached reply); taking it would recycle a call the writer
+//     is about to write (lab 21-drc-reconnect: a nil call in writeCalls).
 //   - The answer recycles the pendingCall; teardown drops what is still
 //     in the table once both backend goroutines have stopped.
 type session struct {
@@ -265,7 +273,12 @@ const (
 )
 
 // writing marks pc as being put on the wire (writer, before writev).
-func (pc *pendingCall) writing() { pc.wire.Store(wireWriting) }
+// wire first: a reader that sees onWire finds wireWriting (and hands
+// the answer over) or the writev done.
+func (pc *pendingCall) writing() {
+	pc.wire.Store(wireWriting)
+	pc.onWire.Store(true)
+}
 
 // written ends writing (writer, after writev) and reports whether the
 // reader handed pc's answer over meanwhile: then the writer sends it.

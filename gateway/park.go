@@ -107,18 +107,37 @@ func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace ti
 func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.removeLocked(id, ps)
+}
+
+// takeOldest takes out the oldest session parked for id, in the same
+// critical section that finds it (nil if none), and says how many
+// sessions of id are on their way to park.
+func (p *parkedSessions) takeOldest(id string) (ps *parkedSession, leaving int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if list := p.byID[id]; len(list) > 0 {
+		ps = list[0]
+		p.removeLocked(id, ps)
+	}
+	return ps, p.leaving[id]
+}
+
+// removeLocked takes ps out of id's list; p.mu is held. The list is
+// rebuilt, never shifted in place: a caller may hold the old slice.
+func (p *parkedSessions) removeLocked(id string, ps *parkedSession) bool {
 	list := p.byID[id]
 	for i, q := range list {
-		if q == ps {
-			list = append(list[:i], list[i+1:]...)
-			if len(list) == 0 {
-				delete(p.byID, id)
-			} else {
-				p.byID[id] = list
-			}
-			p.met.be.parked.Dec()
-			return true
+		if q != ps {
+			continue
 		}
+		if len(list) == 1 {
+			delete(p.byID, id)
+		} else {
+			p.byID[id] = append(append(make([]*parkedSession, 0, len(list)-1), list[:i]...), list[i+1:]...)
+		}
+		p.met.be.parked.Dec()
+		return true
 	}
 	return false
 }
@@ -138,18 +157,13 @@ func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
 func (p *parkedSessions) claim(id string, ending func() bool) (*session, *net.TCPConn) {
 	deadline := time.Now().Add(claimWait)
 	for {
-		p.mu.Lock()
-		list, leaving := p.byID[id], p.leaving[id]
-		p.mu.Unlock()
+		ps, leaving := p.takeOldest(id)
+		if ps != nil {
+			ps.timer.Stop() // its callback finds ps gone (remove) if it already fired
+			return ps.s, ps.conn
+		}
 		if leaving == 0 && ending != nil && ending() {
 			leaving = 1
-		}
-		if len(list) > 0 {
-			if !p.remove(id, list[0]) {
-				continue // its grace ran out meanwhile
-			}
-			list[0].timer.Stop()
-			return list[0].s, list[0].conn
 		}
 		if leaving == 0 || time.Now().After(deadline) {
 			return nil, nil

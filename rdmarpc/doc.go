@@ -180,6 +180,9 @@
 //	v2_errors.go   V2ErrCode, V2ErrorBody (the RDMA2_ERROR union), V2Error
 //	               and its mapping to the answer, SetErrorAnswer
 //	v2_props.go    transport properties: PropVal, TransportProps, checks
+//	v2_propx.go    the per-connection state both engines keep (v2Link):
+//	               the property exchange after connect, the limits it
+//	               sets, credit accounting; FuzzV2PropExchange
 //	v2_*_test.go   golden vectors (testdata/v2/golden), errors, fuzz target
 //	               FuzzDecodeV2Header
 //	v2_judge_test.go  the independent judge: the draft's XDR

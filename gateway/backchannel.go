@@ -3,16 +3,15 @@ package gateway
 import (
 	"context"
 	"errors"
-	"io"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rdmagw/rdmagw/gateway/internal/callback"
 	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
-	"github.com/rdmagw/rdmagw/xdr"
 )
 
 // The NFSv4.1+ backchannel through the forward gateway (RFC 8167, RFC
@@ -95,9 +94,9 @@ const (
 	MaxBackchannelQueue       = 4096
 )
 
-// withDefaults fills in zero fields (for Configs built in code rather
+// WithDefaults fills in zero fields (for Configs built in code rather
 // than parsed, which Validate would refuse).
-func (c BackchannelConfig) withDefaults() BackchannelConfig {
+func (c BackchannelConfig) WithDefaults() BackchannelConfig {
 	if c.MaxCalls <= 0 {
 		c.MaxCalls = DefaultBackchannelCalls
 	}
@@ -111,14 +110,14 @@ func (c BackchannelConfig) withDefaults() BackchannelConfig {
 }
 
 // DefaultBackchannel is the backchannel section of DefaultConfig.
-var DefaultBackchannel = BackchannelConfig{}.withDefaults()
+var DefaultBackchannel = BackchannelConfig{}.WithDefaults()
 
 // ResponderBackchannel is the engine's side of the section, for
 // rdmarpc.ResponderConfig.Backchannel of each client connection: the
 // callbacks outstanding (and receives posted for their replies) and how
 // long one may wait for its reply. Disabled posts no receives for it.
 func (c *Config) ResponderBackchannel() rdmarpc.ResponderBackchannel {
-	b := c.Backchannel.withDefaults()
+	b := c.Backchannel.WithDefaults()
 	if b.Disabled {
 		return rdmarpc.ResponderBackchannel{MaxCalls: -1}
 	}
@@ -129,9 +128,9 @@ func (c *Config) ResponderBackchannel() rdmarpc.ResponderBackchannel {
 // engine's "closed" to client_gone).
 var bcErrorReasons = []string{"too_big", "no_credit", "client_gone", "unmatched", "timeout", "disabled"}
 
-// bcMetrics are the backchannel's Prometheus metrics; it implements
+// BackchannelMetrics are the backchannel's Prometheus metrics; it implements
 // rdmarpc.BackchannelMetrics.
-type bcMetrics struct {
+type BackchannelMetrics struct {
 	calls   prometheus.Counter
 	replies prometheus.Counter
 	errs    *prometheus.CounterVec
@@ -142,8 +141,8 @@ type bcMetrics struct {
 // series before the first error. Both modes relay callbacks: forward mode
 // from the TCP server to RDMA clients (this file), reverse mode from the
 // RDMA server to TCP clients (reverse_backchannel.go).
-func newBCMetrics(f factory) *bcMetrics {
-	b := &bcMetrics{
+func newBCMetrics(f factory) *BackchannelMetrics {
+	b := &BackchannelMetrics{
 		calls:   f.counter(metricname.BackchannelCallsTotal, "NFSv4.1 callbacks (RPC calls from the NFS server on the client's bound connection) relayed to the client: forward mode as backward-direction RPC-over-RDMA calls, reverse mode as RPC calls on the client's TCP connection."),
 		replies: f.counter(metricname.BackchannelRepliesTotal, "Callback replies relayed from the client to the NFS server (forward mode: received from RDMA clients; reverse mode: sent to the RDMA server as backward-direction replies)."),
 		errs: f.counterVec(metricname.BackchannelErrorsTotal,
@@ -155,13 +154,13 @@ func newBCMetrics(f factory) *bcMetrics {
 	return b
 }
 
-// backchannel returns m's backchannel metrics.
-func (m *Metrics) backchannel() *bcMetrics { return m.bc }
+// Backchannel returns m's Backchannel metrics.
+func (m *Metrics) Backchannel() *BackchannelMetrics { return m.bc }
 
-func (b *bcMetrics) BackwardCall(int)  { b.calls.Inc() }
-func (b *bcMetrics) BackwardReply(int) { b.replies.Inc() }
+func (b *BackchannelMetrics) BackwardCall(int)  { b.calls.Inc() }
+func (b *BackchannelMetrics) BackwardReply(int) { b.replies.Inc() }
 
-func (b *bcMetrics) BackwardError(reason string) {
+func (b *BackchannelMetrics) BackwardError(reason string) {
 	if reason == "closed" {
 		reason = "client_gone"
 	}
@@ -173,7 +172,7 @@ func (b *bcMetrics) BackwardError(reason string) {
 // session's mu) holds client replies for the backend writer.
 type bcSession struct {
 	cfg BackchannelConfig
-	met *bcMetrics
+	met *BackchannelMetrics
 	q   chan []byte
 	out [][]byte
 }
@@ -181,9 +180,9 @@ type bcSession struct {
 // initBackchannel enables backward-direction calls on the session's
 // connection. Called by newSession, before Serve.
 func (s *session) initBackchannel() {
-	cfg := s.cfg.Backchannel.withDefaults()
+	cfg := s.cfg.Backchannel.WithDefaults()
 	s.bc.cfg = cfg
-	s.bc.met = s.met.backchannel()
+	s.bc.met = s.met.Backchannel()
 	if cfg.Disabled {
 		return
 	}
@@ -213,9 +212,9 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 	if s.bc.q == nil || limit <= 0 {
 		limit = 0
 	}
-	buf, whole, err := readRecordUpTo(rr, limit)
+	buf, whole, err := callback.ReadRecord(rr, limit)
 	if err != nil {
-		s.met.backendReadFailed(err)
+		s.met.BackendReadFailed(err)
 		return err
 	}
 	if !whole {
@@ -223,7 +222,7 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 		if s.bc.q == nil {
 			reason = "disabled"
 		}
-		s.bc.met.errs.WithLabelValues(reason).Inc()
+		s.bc.met.BackwardError(reason)
 		s.log.Warn("callback from the server not forwarded", "peer", s.peer, "xid", xid, "reason", reason,
 			"bytes_at_least", len(buf), "client_inline_limit", limit)
 		s.answerCallbackError(xid)
@@ -232,47 +231,17 @@ func (s *session) readBackchannelCall(rr *tcprpc.RecordReader, xid uint32) error
 	select {
 	case s.bc.q <- buf:
 	default:
-		s.bc.met.errs.WithLabelValues("no_credit").Inc()
+		s.bc.met.BackwardError("no_credit")
 		s.log.Warn("callback from the server not forwarded: backchannel queue full", "peer", s.peer, "xid", xid, "queue", cap(s.bc.q))
 		s.answerCallbackError(xid)
 	}
 	return nil
 }
 
-// readRecordUpTo reads the rest of the current record of rr into a new
-// buffer if it holds at most limit bytes (whole); a longer record is
-// skipped to its end and whole is false. The error is the connection's.
-func readRecordUpTo(rr *tcprpc.RecordReader, limit int) (buf []byte, whole bool, err error) {
-	buf = make([]byte, 0, min(limit+1, 64<<10))
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > limit {
-				break
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := rr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return buf, false, err
-		}
-	}
-	if len(buf) <= limit {
-		return buf, true, nil
-	}
-	if _, err := io.Copy(io.Discard, rr); err != nil {
-		return buf, false, err
-	}
-	return buf, false, nil
-}
-
 // answerCallbackError answers a callback the gateway could not deliver
 // with SYSTEM_ERR, through the backend writer.
 func (s *session) answerCallbackError(xid uint32) {
-	msg := callbackErrorReply(xid)
+	msg := callback.ErrorReply(xid)
 	if msg == nil {
 		return
 	}
@@ -283,17 +252,6 @@ func (s *session) answerCallbackError(xid uint32) {
 	case s.wake <- struct{}{}:
 	default:
 	}
-}
-
-// callbackErrorReply is the SYSTEM_ERR reply to a callback the gateway
-// could not deliver.
-func callbackErrorReply(xid uint32) []byte {
-	rh := oncrpc.SystemErrReply(xid)
-	e := xdr.NewEncoder(make([]byte, rh.EncodedLen()))
-	if rh.Encode(&e) != nil {
-		return nil
-	}
-	return e.Bytes()
 }
 
 // runBackchannel sends queued callbacks to the client, one at a time in
@@ -337,7 +295,7 @@ func (s *session) writeBackchannelReplies(rw *tcprpc.RecordWriter) error {
 	for _, m := range out {
 		if err := rw.WriteRecord(m, nil, nil); err != nil {
 			// The connection is going; the rest belongs to it.
-			s.met.backendError("write")
+			s.met.BackendError("write")
 			return err
 		}
 	}

@@ -63,7 +63,7 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 		if conn == nil {
 			return nil
 		}
-		s.met.reconnects.Inc()
+		s.met.BackendReconnects.Inc()
 		s.resetBackchannel()
 		n := s.requeueAll()
 		s.log.Info("backend reconnected", "peer", s.peer, "backend", d.addr,
@@ -131,7 +131,7 @@ func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn 
 	bo.Initial, bo.Max, bo.Jitter = b.ReconnectInitial, b.ReconnectMax, true
 	conn, _, err := redial.Dial(ctx, redial.Plan{Backoff: bo, Deadline: s.be.since.Add(b.GiveUpAfter), Stop: s.be.pause,
 		Failed: func(attempt int, _ time.Duration, err error) {
-			s.met.backendError("connect")
+			s.met.BackendError("connect")
 			s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "error", err)
 		}}, d.dial)
 	if gu := (*redial.GaveUpError)(nil); errors.As(err, &gu) {
@@ -143,7 +143,7 @@ func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn 
 // giveUpBackend disconnects the client after give_up_after of failures.
 func (s *session) giveUpBackend(d *backendDialer, dials int, err error) {
 	s.giveUp = true
-	s.met.giveUps.Inc()
+	s.met.BackendGiveUps.Inc()
 	s.log.Error("backend failing for give_up_after; giving up and disconnecting the client", "peer", s.peer,
 		"backend", d.addr, "failing_since", s.be.since.Format(time.RFC3339Nano), "failed_dials", dials,
 		"give_up_after", s.cfg.Backend.GiveUpAfter, "error", err)
@@ -302,8 +302,8 @@ func (s *session) watchBackend(done <-chan struct{}) error {
 		case pingAt.IsZero():
 			t.Reset(iv - now.Sub(last))
 		case now.Sub(pingAt) >= to:
-			s.met.be.pingTimeout.Inc()
-			s.met.backendError("ping_timeout")
+			s.met.ForwardBackend.PingTimeout.Inc()
+			s.met.BackendError("ping_timeout")
 			s.log.Warn("backend silent: NULL ping unanswered; reconnecting", "peer", s.peer,
 				"silent_for", now.Sub(last).Round(time.Millisecond), "ping_timeout", to)
 			return errBackendSilent
@@ -346,7 +346,7 @@ func (s *session) writePing(rw *tcprpc.RecordWriter, buf []byte) error {
 		return fmt.Errorf("encode ping: %w", err)
 	}
 	if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
-		s.met.backendError("write")
+		s.met.BackendError("write")
 		return fmt.Errorf("write ping: %w", err)
 	}
 	return nil
@@ -360,7 +360,7 @@ func (s *session) pingReply(xid uint32) bool {
 		return false
 	}
 	s.be.pingOut = false
-	s.met.be.pingOK.Inc()
+	s.met.ForwardBackend.PingOK.Inc()
 	return true
 }
 
@@ -381,7 +381,7 @@ func (s *session) failCall(pc *pendingCall, reason string, cause error) {
 func (s *session) sendFailure(pc *pendingCall) {
 	pc.reply.ReleaseBuffers()
 	pc.reply.Reset()
-	s.met.be.failed.WithLabelValues(pc.failReason).Inc()
+	s.met.ForwardBackend.CallsFailed.WithLabelValues(pc.failReason).Inc()
 	s.log.Warn("backend reply cannot be carried; call answered SYSTEM_ERR", "peer", s.peer, "xid", pc.xid,
 		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", pc.failReason, "error", pc.failCause)
 	rh := oncrpc.SystemErrReply(pc.xid)
@@ -389,8 +389,8 @@ func (s *session) sendFailure(pc *pendingCall) {
 		s.log.Debug("SYSTEM_ERR not sent", "peer", s.peer, "xid", pc.xid, "error", err)
 		s.drop(pc.call, "client_gone")
 	} else {
-		s.met.observe(s.met.callLatency, pc.received)
-		pc.stats.reply(s.met, statusSystemErr).Inc()
+		s.met.Observe(s.met.CallLatency, pc.received)
+		pc.stats.Reply(s.met, StatusSystemErr).Inc()
 	}
 	s.mu.Lock()
 	s.pending.put(pc)
@@ -506,7 +506,7 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 			if err != nil {
 				clear(batch)
 				s.giveBackBatch(batch)
-				s.met.backendError("write")
+				s.met.BackendError("write")
 				return fmt.Errorf("write call xid %#x: %w", xid, err)
 			}
 		}
@@ -557,7 +557,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			if errors.Is(err, io.EOF) {
 				return errors.New("backend closed the connection")
 			}
-			s.met.backendReadFailed(err)
+			s.met.BackendReadFailed(err)
 			s.replyTooLarge(rr, err)
 			return fmt.Errorf("read reply: %w", err)
 		}
@@ -567,7 +567,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			if s.be.paused.Load() {
 				return errPaused
 			}
-			s.met.backendReadFailed(err)
+			s.met.BackendReadFailed(err)
 			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
 				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
 					s.replyBroken(pc, done, err)
@@ -576,7 +576,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			return fmt.Errorf("read reply: %w", err)
 		}
 		if len(head) < 4 {
-			s.met.backendError("protocol")
+			s.met.BackendError("protocol")
 			s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
 			continue
 		}
@@ -595,21 +595,21 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			continue
 		}
 		if pc == nil {
-			s.met.unknownXID.Inc()
+			s.met.UnknownXIDReplies.Inc()
 			s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
 			continue
 		}
-		s.met.observe(s.met.backendLatency, sent)
-		st := statusUnparsable
+		s.met.Observe(s.met.BackendLatency, sent)
+		st := StatusUnparsable
 		walk := false
 		if herr != nil {
 			// Forward it as it came: the client's RPC layer judges it.
-			s.met.backendError("protocol")
+			s.met.BackendError("protocol")
 			s.log.Warn("backend reply header does not decode; forwarded as is", "peer", s.peer, "xid", rh.XID, "error", herr)
 			hdrLen = 0
 		} else {
-			st = replyStatusOf(&rh)
-			walk = st == statusSuccess && pc.ddp && ulb.Supported(pc.prog, pc.vers)
+			st = ReplyStatusOf(&rh)
+			walk = st == StatusSuccess && pc.ddp && ulb.Supported(pc.prog, pc.vers)
 		}
 		if err := rb.build(pc, hdrLen, walk); err != nil {
 			if errors.Is(err, errConnGoing) {
@@ -618,7 +618,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			if s.be.paused.Load() {
 				return errPaused
 			}
-			s.met.backendReadFailed(err)
+			s.met.BackendReadFailed(err)
 			s.replyBroken(pc, done, err)
 			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
 		}
@@ -628,7 +628,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 			continue
 		}
 		if rb.fallback {
-			s.met.ddpFallbacks.Inc()
+			s.met.DDPFallbacks.Inc()
 			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,
 				"program", pc.prog, "version", pc.vers, "procedure", pc.proc)
 		}

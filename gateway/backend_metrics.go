@@ -6,13 +6,13 @@ import (
 	"github.com/rdmagw/rdmagw/gateway/metricname"
 )
 
-// beMetrics are the forward gateway's backend connection health counters
+// ForwardBackendMetrics are the forward gateway's backend connection health counters
 // (backend.go, sessions kept across client reconnects in park.go).
-type beMetrics struct {
-	pingOK, pingTimeout prometheus.Counter
-	failed              *prometheus.CounterVec
-	kept                prometheus.Counter
-	parked              prometheus.Gauge
+type ForwardBackendMetrics struct {
+	PingOK, PingTimeout prometheus.Counter
+	CallsFailed         *prometheus.CounterVec
+	Kept                prometheus.Counter
+	Parked              prometheus.Gauge
 }
 
 // Reasons of rdmagw_backend_calls_failed_total.
@@ -22,17 +22,17 @@ const (
 	failNoDDP    = "ddp_impossible"  // a result the client offered a Write chunk for cannot be placed in it (replybuilder)
 )
 
-func newBEMetrics(f factory) *beMetrics {
-	m := &beMetrics{}
+func newBEMetrics(f factory) *ForwardBackendMetrics {
+	m := &ForwardBackendMetrics{}
 	pings := f.counterVec(metricname.BackendPingsTotal,
 		"NULL pings sent on a backend TCP connection that was silent for backend.ping_interval, by result (ok; timeout: nothing from the server within backend.ping_timeout, the connection was closed and re-established).", "result")
-	m.pingOK = pings.WithLabelValues("ok")
-	m.pingTimeout = pings.WithLabelValues("timeout")
-	m.failed = f.counterVec(metricname.BackendCallsFailedTotal,
+	m.PingOK = pings.WithLabelValues("ok")
+	m.PingTimeout = pings.WithLabelValues("timeout")
+	m.CallsFailed = f.counterVec(metricname.BackendCallsFailedTotal,
 		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts; ddp_impossible: the client offered a Write chunk for a READ/READLINK result that could not be placed in it, which RFC 8267 §6.4.1 forbids sending inline: results that do not decode, need more look-ahead than the reader has, or exceed the largest pool buffer).", "reason")
-	m.kept = f.counter(metricname.BackendConnectionsKeptTotal,
+	m.Kept = f.counter(metricname.BackendConnectionsKeptTotal,
 		"Backend connections handed to a client that reconnected from the same address within backend.reconnect_grace (same source port: the server's duplicate request cache recognises its retransmissions).")
-	m.parked = f.gauge(metricname.BackendConnectionsParked,
+	m.Parked = f.gauge(metricname.BackendConnectionsParked,
 		"Backend connections kept open for a disconnected client for backend.reconnect_grace.")
 	return m
 }

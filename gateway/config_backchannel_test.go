@@ -134,7 +134,7 @@ func TestBackchannelMetricsRegisteredAtStart(t *testing.T) {
 			t.Errorf("%s: errors_total reasons %v, want %v", mode, reasons, want)
 		}
 		// The engine's "closed" is counted as client_gone.
-		bc := m.backchannel()
+		bc := m.Backchannel()
 		bc.BackwardError("closed")
 		bc.BackwardCall(100)
 		bc.BackwardReply(50)

@@ -88,7 +88,7 @@ func (f *Forward) responderConfig(cfg *Config, met rdmarpc.ResponderMetrics) rdm
 		InlineSend:          int(cfg.RDMA.InlineSend),
 		MaxReadsOutstanding: cfg.RDMA.MaxReadsOutstanding,
 		Limits:              cfg.RDMALimits(),
-		Pool:                f.pool,
+		Pool:                f.Pool,
 		RecvPool:            f.recvPool,
 		Logger:              f.log.Named("rdma"),
 		Metrics:             met,
@@ -108,7 +108,7 @@ func (f *Forward) responderConfig(cfg *Config, met rdmarpc.ResponderMetrics) rdm
 func (f *Forward) openRecvPool() error {
 	rc := f.responderConfig(f.cfg, nil)
 	perConn := rc.Receives() * int(f.cfg.RDMA.InlineRecv)
-	p, err := rdmarpc.NewPool(f.pd, rdmarpc.PoolConfig{
+	p, err := rdmarpc.NewPool(f.PD, rdmarpc.PoolConfig{
 		MaxBytes:  f.cfg.Connections.Max * perConn,
 		SlabBytes: recvPoolSlabConnections * perConn,
 		Classes:   []int{int(f.cfg.RDMA.InlineRecv)},

@@ -6,4 +6,4 @@ import "github.com/rdmagw/rdmagw/rdmarpc"
 // gateway's internals, and nothing else may.
 
 // ReversePool is r's registered memory pool.
-func ReversePool(r *Reverse) *rdmarpc.Pool { return r.pool }
+func ReversePool(r *Reverse) *rdmarpc.Pool { return r.Pool }

@@ -22,13 +22,13 @@ import (
 // server. Create it with NewForward, run it with Serve, release it with
 // Close.
 type Forward struct {
-	rdmaStack // device, protection domain, buffer pool
+	RDMAStack // device, protection domain, buffer pool
 	cfg       *Config
 	log       hclog.Logger
 	met       *Metrics
 	ln        verbs.Listener
 	backend   string
-	metrics   *metricsServer
+	metrics   *MetricsServer
 	relay     *auxrelay.Relay // nil unless aux_relay.enabled
 	parked    parkedSessions  // backend connections kept for reconnecting clients (park.go)
 	// recvPool holds the connections' receive buffers; callQuota bounds
@@ -40,8 +40,8 @@ type Forward struct {
 
 	wg sync.WaitGroup // sessions and connection setups
 
-	clients clientTable // live sessions: the live view, drain, liveness (ops.go)
-	reload  liveConfig  // what a reload changes (reload.go)
+	clients ClientTable // live sessions: the live view, drain, liveness (ops.go)
+	reload  LiveConfig  // what a reload changes (reload.go)
 }
 
 // NewForward opens the provider's device, registers the buffer pool,
@@ -56,8 +56,8 @@ func NewForward(cfg *Config, log hclog.Logger) (*Forward, error) {
 	}
 	f := &Forward{cfg: cfg, log: log, met: NewMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
-	f.met.setEventLogger(log)
-	f.reload.init(cfg)
+	f.met.SetEventLogger(log)
+	f.reload.Init(cfg)
 	f.parked.met, f.parked.log = f.met, log
 	if err := f.open(); err != nil {
 		f.Close()
@@ -102,23 +102,23 @@ func (f *Forward) startRelay(ctx context.Context) (wait func() error, err error)
 func (f *Forward) open() error {
 	cfg := f.cfg
 	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
-	err := f.rdmaStack.open(cfg, "listen.provider", cfg.Listen.Provider, listen, f.met)
+	err := f.RDMAStack.Open(cfg, "listen.provider", cfg.Listen.Provider, listen, f.met)
 	if err != nil {
 		return err
 	}
 	if err := f.openRecvPool(); err != nil {
 		return fmt.Errorf("receive pool: %w", err)
 	}
-	if f.ln, err = f.dev.Listen(listen); err != nil {
+	if f.ln, err = f.Dev.Listen(listen); err != nil {
 		return fmt.Errorf("listen for RDMA clients on %s: %w", listen, err)
 	}
 	var metricsURL string
-	if f.metrics, metricsURL, err = startMetrics(cfg, f.met, f.log); err != nil {
+	if f.metrics, metricsURL, err = StartMetrics(cfg, f.met, f.log); err != nil {
 		return err
 	}
-	f.metrics.serveSessions(f.Sessions, cfg.Metrics.Sessions)
+	f.metrics.ServeSessions(f.Sessions, cfg.Metrics.Sessions)
 	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
-		"device", f.dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
+		"device", f.Dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
 		"metrics", metricsURL)
 	return nil
@@ -132,7 +132,7 @@ func (f *Forward) MetricsAddr() net.Addr {
 	if f.metrics == nil {
 		return nil
 	}
-	return f.metrics.addr()
+	return f.metrics.Addr()
 }
 
 // Metrics returns the gateway's metrics (its Registry can be gathered
@@ -157,16 +157,16 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 			err = rerr
 		}
 	}()
-	f.clients.markReady()
+	f.clients.MarkReady()
 	for {
-		f.clients.acceptBusy.Store(0)
+		f.clients.AcceptBusy.Store(0)
 		req, err := f.ln.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				f.log.Info("forward gateway shutting down")
 				return nil
 			}
-			if f.clients.isDraining() {
+			if f.clients.Draining() {
 				// Drain closed the listener; it ends the sessions
 				// (cancelling ctx here first would cut their calls).
 				f.wg.Wait()
@@ -174,21 +174,21 @@ func (f *Forward) Serve(ctx context.Context) (err error) {
 			}
 			return fmt.Errorf("accept RDMA connection: %w", err)
 		}
-		f.clients.acceptBusy.Store(time.Now().UnixNano())
-		if !f.reload.allows(req.RemoteAddr()) {
-			f.met.rejected("not_allowed")
+		f.clients.AcceptBusy.Store(time.Now().UnixNano())
+		if !f.reload.Allows(req.RemoteAddr()) {
+			f.met.Rejected("not_allowed")
 			f.log.Warn("connection request rejected: address not in listen.allowed_networks", "peer", req.RemoteAddr().String())
 			req.Reject(nil)
 			continue
 		}
 		ip := peerIP(req.RemoteAddr())
-		lim := f.reload.conn().Connections
+		lim := f.reload.Current().Connections
 		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it
 		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
-			f.met.rejected(reason)
+			f.met.Rejected(reason)
 			// A connection storm must not flood the log: a rate-limited
 			// client event (logging.go).
-			f.met.events.event("connection_refused_"+reason, "connection request rejected: connection limit reached",
+			f.met.ClientEvent("connection_refused_"+reason, "connection request rejected: connection limit reached",
 				req.RemoteAddr().String(), "reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
 			req.Reject(nil)
 			continue
@@ -209,7 +209,7 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	ctx, disconnect := context.WithCancel(ctx) // a drain's end disconnects the client
 	defer disconnect()
 	peer := req.RemoteAddr().String()
-	cfg := f.reload.conn() // a reload applies to the connections made after it
+	cfg := f.reload.Current() // a reload applies to the connections made after it
 	id := clientIdentity(peer)
 	var ending func() bool // a reconnect waits for its old session to park
 	if cfg.Backend.ReconnectGrace > 0 {
@@ -225,40 +225,40 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		conn, err = d.dial(ctx)
 	}
 	if err != nil {
-		f.met.rejected("backend_unavailable")
-		f.met.backendError("connect")
+		f.met.Rejected("backend_unavailable")
+		f.met.BackendError("connect")
 		f.log.Error("connection request rejected: backend unreachable", "peer", peer, "backend", f.backend, "error", err)
 		req.Reject(nil)
 		return
 	}
-	ops := new(clientOps)                                                                                                            // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.dev, f.responderConfig(cfg, f.met.forConn(peer, sessionMetrics{f.met.engine(), ops}))) // + client events (logging.go)
+	ops := new(ClientOps)                                                                                                                      // the session's, counted from the accept on
+	rc, err := rdmarpc.AcceptResponder(req, f.Dev, f.responderConfig(cfg, f.met.ForConn(peer, sessionMetrics{f.met.ResponderMetrics(), ops}))) // + client events (logging.go)
 	if err != nil {
 		conn.Close()
-		f.met.rejected("accept_failed")
+		f.met.Rejected("accept_failed")
 		f.log.Error("RDMA accept failed", "peer", peer, "error", err)
 		return
 	}
 	f.log.Info("client connected", "peer", peer, "credits", cfg.RDMA.Credits,
 		"inline_send", rc.InlineSend(), "inline_recv", int(cfg.RDMA.InlineRecv),
 		"backend", f.backend, "backend_local", localAddr(conn), "backend_kept", s != nil)
-	f.met.creditsGranted.Add(float64(cfg.RDMA.Credits))
-	defer f.met.creditsGranted.Sub(float64(cfg.RDMA.Credits))
+	f.met.CreditsGranted.Add(float64(cfg.RDMA.Credits))
+	defer f.met.CreditsGranted.Sub(float64(cfg.RDMA.Credits))
 	if s != nil {
 		s.attach(rc, cfg)
-		f.met.be.kept.Inc()
+		f.met.ForwardBackend.Kept.Inc()
 	} else {
-		s = newSession(rc, cfg, f.log.Named("session"), f.met, f.pool)
+		s = newSession(rc, cfg, f.log.Named("session"), f.met, f.Pool)
 	}
-	ops.init(time.Now())
+	ops.Init(time.Now())
 	s.ops = ops
 	s.dialer = d
-	if !f.clients.add(s, disconnect) {
+	if !f.clients.Add(s, disconnect) {
 		// Accepted as a drain began: nothing was forwarded yet.
-		s.ops.draining.Store(true)
+		s.ops.Draining.Store(true)
 		disconnect()
 	}
-	defer f.clients.remove(s)
+	defer f.clients.Remove(s)
 	leaving := false
 	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
 	if kept := s.run(ctx, conn, d); kept != nil {
@@ -272,7 +272,7 @@ func (f *Forward) serveClient(ctx context.Context, req verbs.ConnRequest) {
 // transportEnding reports whether a session of client id is still
 // served although its RDMA transport has ended (park.go: claim).
 func (f *Forward) transportEnding(id string) bool {
-	for _, c := range f.clients.list() {
+	for _, c := range f.clients.List() {
 		if s, ok := c.(*session); ok && clientIdentity(s.peer) == id && s.rc.TransportEnded() {
 			return true
 		}
@@ -335,7 +335,7 @@ func (f *Forward) Close() error {
 			f.recvPool.Close() // before the PD it is registered on
 		}
 	}
-	return closeGateway(f.ln, f.metrics, wait, &f.rdmaStack) // a nil interface stays nil
+	return CloseGateway(f.ln, f.metrics, wait, &f.RDMAStack) // a nil interface stays nil
 }
 
 // Drain stops accepting clients, lets the calls in flight finish and
@@ -347,28 +347,28 @@ func (f *Forward) Close() error {
 // failover peer). Serve returns once the drain is over. A gateway does
 // not serve again after a drain.
 func (f *Forward) Drain(ctx context.Context) DrainResult {
-	f.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(f.clients.list()))
-	res := f.clients.drain(ctx, func() { f.ln.Close() }, f.met)
-	logDrain(f.log, res)
+	f.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(f.clients.List()))
+	res := f.clients.Drain(ctx, func() { f.ln.Close() }, f.met)
+	LogDrain(f.log, res)
 	return res
 }
 
 // Sessions is the live view of the gateway's clients and backend
 // connections.
 func (f *Forward) Sessions() Sessions {
-	return f.clients.snapshot(Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend}, f.parked.backends()...)
+	return f.clients.Snapshot(Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend}, f.parked.backends()...)
 }
 
 // Alive is the liveness probe behind the systemd watchdog: the accept
 // loop is not stuck, every session's call path can be locked, and the
 // registered pool's lock answers, all within ctx.
 func (f *Forward) Alive(ctx context.Context) error {
-	return f.clients.alive(ctx, func(ctx context.Context) error { return poolAlive(ctx, f.pool) })
+	return f.clients.Alive(ctx, func(ctx context.Context) error { return PoolAlive(ctx, f.Pool) })
 }
 
 // Status is a one-line summary (clients, calls in flight) for systemd.
-func (f *Forward) Status() string { return f.clients.status() }
+func (f *Forward) Status() string { return f.clients.Status() }
 
 // Ready is closed once Serve accepts clients: the RDMA listener, the
 // metrics endpoint and the auxiliary relay are all up.
-func (f *Forward) Ready() <-chan struct{} { return f.clients.readyChan() }
+func (f *Forward) Ready() <-chan struct{} { return f.clients.Ready() }

@@ -101,9 +101,14 @@ func (e *eventLog) event(kind, msg, peer string, kv ...any) {
 	e.log.Info(msg, args...)
 }
 
-// setEventLogger sets where the client events are logged (the gateway's
+// ClientEvent records one client event of kind (eventLog.event).
+func (m *Metrics) ClientEvent(kind, msg, peer string, kv ...any) {
+	m.events.event(kind, msg, peer, kv...)
+}
+
+// SetEventLogger sets where the client events are logged (the gateway's
 // logger; until then they are only counted).
-func (m *Metrics) setEventLogger(l hclog.Logger) { m.events.log = l }
+func (m *Metrics) SetEventLogger(l hclog.Logger) { m.events.log = l }
 
 // connMetrics is the engine's ResponderMetrics for one client connection:
 // next's counters, and a client event with the peer for every error
@@ -114,8 +119,8 @@ type connMetrics struct {
 	peer   string
 }
 
-// forConn wraps next, the engine metrics of the connection from peer.
-func (m *Metrics) forConn(peer string, next rdmarpc.ResponderMetrics) *connMetrics {
+// ForConn wraps next, the engine metrics of the connection from peer.
+func (m *Metrics) ForConn(peer string, next rdmarpc.ResponderMetrics) *connMetrics {
 	return &connMetrics{ResponderMetrics: next, events: m.events, peer: peer}
 }
 
@@ -134,10 +139,10 @@ func (m *connMetrics) Dropped(reason rdmarpc.DropReason) {
 	m.events.event("message_dropped_"+reason.String(), "message from the client dropped without an answer", m.peer, "reason", reason.String())
 }
 
-// callEvent records a call the gateway dropped, or answered itself with
+// CallEvent records a call the gateway dropped, or answered itself with
 // an RPC error reply (a bad RPC header), for a reason that is the
 // client's; client_gone and draining are not events (the client left).
-func (m *Metrics) callEvent(reason, peer string, xid uint32, kv ...any) {
+func (m *Metrics) CallEvent(reason, peer string, xid uint32, kv ...any) {
 	switch reason {
 	case "client_gone", "draining":
 		return

@@ -16,14 +16,14 @@ import (
 func TestEventLogRateLimit(t *testing.T) {
 	m := NewMetrics()
 	var out bytes.Buffer
-	m.setEventLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, JSONFormat: true, Output: &out}))
+	m.SetEventLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, JSONFormat: true, Output: &out}))
 	clock := time.Unix(1000, 0)
 	m.events.now = func() time.Time { return clock }
 
 	for i := 0; i < 25; i++ {
-		m.callEvent("not_rpc", "10.0.0.1:999", uint32(i))
+		m.CallEvent("not_rpc", "10.0.0.1:999", uint32(i))
 	}
-	m.callEvent("rpc_mismatch", "10.0.0.2:999", 7) // another kind: its own bucket
+	m.CallEvent("rpc_mismatch", "10.0.0.2:999", 7) // another kind: its own bucket
 	logged := func(kind, outcome string) float64 {
 		var d dto.Metric
 		if err := m.events.counts.WithLabelValues(kind, outcome).Write(&d); err != nil {
@@ -38,10 +38,10 @@ func TestEventLogRateLimit(t *testing.T) {
 		t.Fatalf("another kind's first event: logged %v", l)
 	}
 	clock = clock.Add(2 * time.Second)            // two tokens
-	m.callEvent("client_gone", "10.0.0.1:999", 1) // a client leaving is no event
-	m.callEvent("not_rpc", "10.0.0.1:999", 100)
-	m.callEvent("not_rpc", "10.0.0.1:999", 101)
-	m.callEvent("not_rpc", "10.0.0.1:999", 102)
+	m.CallEvent("client_gone", "10.0.0.1:999", 1) // a client leaving is no event
+	m.CallEvent("not_rpc", "10.0.0.1:999", 100)
+	m.CallEvent("not_rpc", "10.0.0.1:999", 101)
+	m.CallEvent("not_rpc", "10.0.0.1:999", 102)
 	if l, s := logged("call_dropped_not_rpc", "logged"), logged("call_dropped_not_rpc", "suppressed"); l != eventBurst+2 || s != 25-eventBurst+1 {
 		t.Fatalf("2 s later, 3 events: logged %v, suppressed %v; want %d, %d", l, s, eventBurst+2, 25-eventBurst+1)
 	}

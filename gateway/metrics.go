@@ -33,15 +33,15 @@ type Metrics struct {
 	connsTotal    prometheus.Counter
 	connsRejected *prometheus.CounterVec
 	connsClosed   *prometheus.CounterVec
-	creditsInUse  prometheus.Gauge
-	// creditsGranted: rdma.credits per connected client (forward mode),
+	CreditsInUse  prometheus.Gauge
+	// CreditsGranted: rdma.credits per connected client (forward mode),
 	// the denominator of the credit saturation ratio.
-	creditsGranted prometheus.Gauge
+	CreditsGranted prometheus.Gauge
 
 	calls     *prometheus.CounterVec
 	replies   *prometheus.CounterVec
 	procMu    sync.RWMutex
-	procStats map[procKey]*procCounters
+	procStats map[procKey]*ProcCounters
 
 	bytesInline     prometheus.Counter
 	bytesInlineOut  prometheus.Counter
@@ -59,59 +59,59 @@ type Metrics struct {
 	engineDrops     *prometheus.CounterVec
 	sendInv         prometheus.Counter
 
-	backendLatency prometheus.Histogram
-	callLatency    prometheus.Histogram
-	reconnects     prometheus.Counter
-	giveUps        prometheus.Counter
-	unknownXID     prometheus.Counter
-	callsDropped   *prometheus.CounterVec
-	memoryWaits    prometheus.Counter
-	ddpFallbacks   prometheus.Counter
-	backendErrors  *prometheus.CounterVec
-	bc             *bcMetrics // NFSv4.1 backchannel (backchannel.go)
-	events         *eventLog  // client events, rate-limited at INFO (logging.go)
+	BackendLatency    prometheus.Histogram
+	CallLatency       prometheus.Histogram
+	BackendReconnects prometheus.Counter
+	BackendGiveUps    prometheus.Counter
+	UnknownXIDReplies prometheus.Counter
+	callsDropped      *prometheus.CounterVec
+	memoryWaits       prometheus.Counter
+	DDPFallbacks      prometheus.Counter
+	backendErrors     *prometheus.CounterVec
+	bc                *BackchannelMetrics // NFSv4.1 backchannel (backchannel.go)
+	events            *eventLog           // client events, rate-limited at INFO (logging.go)
 
-	ops *opsMetrics // drain and reload (ops.go)
-	be  *beMetrics  // backend connection health (backend_metrics.go)
+	ops            *opsMetrics            // drain and reload (ops.go)
+	ForwardBackend *ForwardBackendMetrics // backend connection health (backend_metrics.go)
 }
 
 // procKey names one procedure of one program version.
 type procKey struct{ prog, vers, proc uint32 }
 
-// procCounters are the per-procedure counters, resolved once.
-type procCounters struct {
-	calls   prometheus.Counter
+// ProcCounters are the per-procedure counters, resolved once.
+type ProcCounters struct {
+	Calls   prometheus.Counter
 	replies [replyStatusCount]atomic.Value // prometheus.Counter, set on first use
 	labels  [3]string
 }
 
-// replyStatus is the label of a reply: the RPC accept or reject status,
+// ReplyStatus is the label of a reply: the RPC accept or reject status,
 // or what happened instead of a reply.
-type replyStatus uint8
+type ReplyStatus uint8
 
 const (
-	statusSuccess replyStatus = iota
-	statusProgUnavail
-	statusProgMismatch
-	statusProcUnavail
-	statusGarbageArgs
-	statusSystemErr
-	statusDenied
-	statusUnparsable
+	StatusSuccess ReplyStatus = iota
+	StatusProgUnavail
+	StatusProgMismatch
+	StatusProcUnavail
+	StatusGarbageArgs
+	StatusSystemErr
+	StatusDenied
+	StatusUnparsable
 	replyStatusCount
 )
 
 var replyStatusNames = [replyStatusCount]string{"success", "prog_unavail", "prog_mismatch",
 	"proc_unavail", "garbage_args", "system_err", "denied", "unparsable"}
 
-func replyStatusOf(h *oncrpc.ReplyHeader) replyStatus {
+func ReplyStatusOf(h *oncrpc.ReplyHeader) ReplyStatus {
 	if h.Stat == oncrpc.MsgDenied {
-		return statusDenied
+		return StatusDenied
 	}
 	if h.AcceptStat <= oncrpc.SystemErr {
-		return replyStatus(h.AcceptStat)
+		return ReplyStatus(h.AcceptStat)
 	}
-	return statusUnparsable
+	return StatusUnparsable
 }
 
 // Byte paths (the "path" label of rdmagw_bytes_total).
@@ -134,7 +134,7 @@ func NewMetrics() *Metrics { return NewMetricsFor("forward") }
 // and the "backend" is the RDMA server.
 func NewMetricsFor(mode string) *Metrics {
 	reg := prometheus.NewRegistry()
-	m := &Metrics{Registry: reg, mode: mode, procStats: make(map[procKey]*procCounters)}
+	m := &Metrics{Registry: reg, mode: mode, procStats: make(map[procKey]*ProcCounters)}
 	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"mode": mode}, reg)}
 	m.f = f
 
@@ -144,8 +144,8 @@ func NewMetricsFor(mode string) *Metrics {
 		"RDMA connection requests refused, by reason (not_allowed: address outside listen.allowed_networks; too_many: connections.max reached; too_many_from_address: connections.max_per_address reached for the client's address; backend_unavailable: the NFS server could not be reached; accept_failed: the RDMA accept itself failed).", "reason")
 	m.connsClosed = f.counterVec(metricname.ConnectionsClosedTotal,
 		"RDMA client connections ended, by reason (client: the client disconnected; error: a transport error; shutdown: the gateway closed it; backend_gone: the backend stayed unreachable past give_up_after; idle: no call for connections.idle_timeout; reply_timeout: the client took no reply for connections.reply_timeout; reply_unsendable: a reply found no send resources, RFC 8166 section 4.5.4).", "reason")
-	m.creditsInUse = f.gauge(metricname.CreditsInUse, "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
-	m.creditsGranted = f.gauge(metricname.CreditsGranted, "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
+	m.CreditsInUse = f.gauge(metricname.CreditsInUse, "Calls received from RDMA clients and not yet answered (credits held), over all connections.")
+	m.CreditsGranted = f.gauge(metricname.CreditsGranted, "RPC-over-RDMA credits granted to the RDMA clients connected now (rdma.credits each; forward mode).")
 
 	m.calls = f.counterVec(metricname.CallsTotal, "RPC calls received from RDMA clients, by program, version and procedure (numbers outside the NFS family's programs, versions and procedures are labelled other).", "program", "version", "procedure")
 	m.replies = f.counterVec(metricname.RepliesTotal, "RPC replies forwarded to RDMA clients, by program, version, procedure (other: see rdmagw_calls_total) and RPC status.", "program", "version", "procedure", "status")
@@ -175,21 +175,21 @@ func NewMetricsFor(mode string) *Metrics {
 		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
 	m.engineDrops = f.counterVec(metricname.RDMAMessagesDroppedTotal, "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 
-	m.backendLatency = f.histogram(metricname.BackendLatencySeconds, "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
-	m.callLatency = f.histogram(metricname.CallLatencySeconds, "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
-	m.reconnects = f.counter(metricname.BackendReconnectsTotal, "Backend TCP connections re-established after a failure.")
-	m.giveUps = f.counter(metricname.BackendGiveUpsTotal, "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
-	m.unknownXID = f.counter(metricname.BackendUnknownXIDRepliesTotal, "Backend replies dropped because their XID matched no outstanding call.")
+	m.BackendLatency = f.histogram(metricname.BackendLatencySeconds, "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
+	m.CallLatency = f.histogram(metricname.CallLatencySeconds, "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
+	m.BackendReconnects = f.counter(metricname.BackendReconnectsTotal, "Backend TCP connections re-established after a failure.")
+	m.BackendGiveUps = f.counter(metricname.BackendGiveUpsTotal, "RDMA clients disconnected because their backend stayed unreachable past backend.give_up_after.")
+	m.UnknownXIDReplies = f.counter(metricname.BackendUnknownXIDRepliesTotal, "Backend replies dropped because their XID matched no outstanding call.")
 	m.callsDropped = f.counterVec(metricname.CallsDroppedTotal,
 		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway; bad_cred, bad_verf: the credential or verifier could not be parsed, answered AUTH_ERROR AUTH_BADCRED / AUTH_BADVERF; garbage_header: the call header was cut short, answered GARBAGE_ARGS; draining: arrived while the gateway drains, not forwarded, sent again by the client after reconnecting).", "reason")
-	m.ddpFallbacks = f.counter(metricname.DDPFallbacksTotal, "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
+	m.DDPFallbacks = f.counter(metricname.DDPFallbacksTotal, "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
 	m.backendErrors = f.counterVec(metricname.BackendErrorsTotal, "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
 
 	m.bc = newBCMetrics(f)
 	m.events = newEventLog(f)
 	m.ops = newOpsMetrics(f)
 	if mode == "forward" { // reverse mode has its own backend series (reverse_metrics.go)
-		m.be = newBEMetrics(f)
+		m.ForwardBackend = newBEMetrics(f)
 	}
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -208,11 +208,11 @@ func (m *Metrics) registerPool(p *rdmarpc.Pool) {
 	)
 }
 
-// proc returns the counters of one procedure, creating them on first use.
+// Proc returns the counters of one procedure, creating them on first use.
 // Programs, versions and procedures outside the NFS family's tables share
 // the label value "other" (procKeyOf), so invented numbers from a client
 // cannot grow the series (or this map) without bound.
-func (m *Metrics) proc(prog, vers, proc uint32) *procCounters {
+func (m *Metrics) Proc(prog, vers, proc uint32) *ProcCounters {
 	k, labels := procKeyOf(prog, vers, proc)
 	m.procMu.RLock()
 	pc := m.procStats[k]
@@ -225,8 +225,8 @@ func (m *Metrics) proc(prog, vers, proc uint32) *procCounters {
 	if pc = m.procStats[k]; pc != nil {
 		return pc
 	}
-	pc = &procCounters{labels: labels}
-	pc.calls = m.calls.WithLabelValues(pc.labels[:]...)
+	pc = &ProcCounters{labels: labels}
+	pc.Calls = m.calls.WithLabelValues(pc.labels[:]...)
 	m.procStats[k] = pc
 	return pc
 }
@@ -258,7 +258,7 @@ func procKeyOf(prog, vers, proc uint32) (procKey, [3]string) {
 	return procKey{prog, procOther, procOther}, [3]string{pname, labelOther, labelOther}
 }
 
-func (pc *procCounters) reply(m *Metrics, st replyStatus) prometheus.Counter {
+func (pc *ProcCounters) Reply(m *Metrics, st ReplyStatus) prometheus.Counter {
 	if c, ok := pc.replies[st].Load().(prometheus.Counter); ok {
 		return c
 	}
@@ -292,6 +292,10 @@ type engineMetrics Metrics
 
 // engine returns m's engine view.
 func (m *Metrics) engine() *engineMetrics { return (*engineMetrics)(m) }
+
+// ResponderMetrics is m as the engine's rdmarpc.ResponderMetrics (the
+// counters of every RDMA client connection together).
+func (m *Metrics) ResponderMetrics() rdmarpc.ResponderMetrics { return m.engine() }
 
 var _ rdmarpc.ResponderMetrics = (*engineMetrics)(nil)
 
@@ -368,25 +372,25 @@ func (m *engineMetrics) ConnDown(err error) {
 
 // ---- bridge events ----
 
-func (m *Metrics) connClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
+func (m *Metrics) ConnClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
 
-func (m *Metrics) rejected(reason string) { m.connsRejected.WithLabelValues(reason).Inc() }
+func (m *Metrics) Rejected(reason string) { m.connsRejected.WithLabelValues(reason).Inc() }
 
-func (m *Metrics) callDropped(reason string) { m.callsDropped.WithLabelValues(reason).Inc() }
+func (m *Metrics) CallDropped(reason string) { m.callsDropped.WithLabelValues(reason).Inc() }
 
-func (m *Metrics) backendError(where string) { m.backendErrors.WithLabelValues(where).Inc() }
+func (m *Metrics) BackendError(where string) { m.backendErrors.WithLabelValues(where).Inc() }
 
-// backendReadFailed counts a failed read from the backend, unless the
+// BackendReadFailed counts a failed read from the backend, unless the
 // gateway had closed the connection itself (the client went away, the
 // session is ending, a reconnect): that is no backend error.
-func (m *Metrics) backendReadFailed(err error) {
+func (m *Metrics) BackendReadFailed(err error) {
 	if errors.Is(err, net.ErrClosed) {
 		return
 	}
-	m.backendError("read")
+	m.BackendError("read")
 }
 
-func (m *Metrics) observe(h prometheus.Histogram, since time.Time) {
+func (m *Metrics) Observe(h prometheus.Histogram, since time.Time) {
 	h.Observe(time.Since(since).Seconds())
 }
 

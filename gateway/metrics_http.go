@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metricsServer serves /metrics for Prometheus from the gateway's own
+// MetricsServer serves /metrics for Prometheus from the gateway's own
 // registry, and with metrics.pprof Go's profiler under /debug/pprof/.
-type metricsServer struct {
+type MetricsServer struct {
 	ln  net.Listener
 	srv *http.Server
 	mux *http.ServeMux // more endpoints join it (ops_http.go)
@@ -24,9 +24,9 @@ type metricsServer struct {
 	sessionsOn atomic.Bool // metrics.sessions: /debug/sessions answers
 }
 
-// startMetrics serves /metrics on cfg.Metrics.Listen unless it is empty,
+// StartMetrics serves /metrics on cfg.Metrics.Listen unless it is empty,
 // and returns the server (nil when off) and its URL for the start-up log.
-func startMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*metricsServer, string, error) {
+func StartMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*MetricsServer, string, error) {
 	if cfg.Metrics.Listen == "" {
 		return nil, "off", nil
 	}
@@ -34,10 +34,10 @@ func startMetrics(cfg *Config, met *Metrics, log hclog.Logger) (*metricsServer, 
 	if err != nil {
 		return nil, "", err
 	}
-	return ms, "http://" + ms.addr().String() + "/metrics", nil
+	return ms, "http://" + ms.Addr().String() + "/metrics", nil
 }
 
-func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger) (*metricsServer, error) {
+func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger) (*MetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
@@ -62,7 +62,7 @@ func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger)
 		}
 		fmt.Fprintln(w, "rdmagw: metrics at /metrics")
 	})
-	ms := &metricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, mux: mux}
+	ms := &MetricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, mux: mux}
 	go func() {
 		if err := ms.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics endpoint stopped", "listen", addr, "error", err)
@@ -71,9 +71,9 @@ func startMetricsServer(addr string, pprofOn bool, m *Metrics, log hclog.Logger)
 	return ms, nil
 }
 
-func (ms *metricsServer) addr() net.Addr { return ms.ln.Addr() }
+func (ms *MetricsServer) Addr() net.Addr { return ms.ln.Addr() }
 
-func (ms *metricsServer) close() error {
+func (ms *MetricsServer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return ms.srv.Shutdown(ctx)

@@ -17,7 +17,7 @@ func TestMetricsServerPprof(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base := "http://" + ms.addr().String()
+		base := "http://" + ms.Addr().String()
 		if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "rdmagw_connections_total") {
 			t.Errorf("pprof=%v: /metrics %d %.200q", on, code, body)
 		}
@@ -31,7 +31,7 @@ func TestMetricsServerPprof(t *testing.T) {
 		if code, _ := get(t, base+"/debug/pprof/cmdline"); on != (code == 200) {
 			t.Errorf("pprof=%v: /debug/pprof/cmdline answered %d", on, code)
 		}
-		if err := ms.close(); err != nil {
+		if err := ms.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}

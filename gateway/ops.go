@@ -86,87 +86,87 @@ type DrainResult struct {
 	TimedOut  bool `json:"timed_out"`
 }
 
-// liveClient is one client connection in the table.
-type liveClient interface {
-	info(now time.Time) SessionInfo
-	// beginDrain stops taking new calls from the client; the calls it
+// LiveClient is one client connection in the table.
+type LiveClient interface {
+	Info(now time.Time) SessionInfo
+	// BeginDrain stops taking new calls from the client; the calls it
 	// already has go on. Calls that arrive later are not forwarded: the
 	// client sends them again after reconnecting.
-	beginDrain()
-	// inFlight is the calls taken and not yet answered (replies posted
+	BeginDrain()
+	// InFlight is the calls taken and not yet answered (replies posted
 	// but not yet completed count).
-	inFlight() int
-	// probe takes the locks of the client's call path, within ctx.
-	probe(ctx context.Context) error
+	InFlight() int
+	// Probe takes the locks of the client's call path, within ctx.
+	Probe(ctx context.Context) error
 }
 
-// clientOps is what every client connection keeps for the live view.
-type clientOps struct {
+// ClientOps is what every client connection keeps for the live view.
+type ClientOps struct {
 	since    time.Time
 	last     atomic.Int64 // unix nanos of the last call or reply
-	in, out  atomic.Uint64
-	draining atomic.Bool
+	In, Out  atomic.Uint64
+	Draining atomic.Bool
 }
 
-func (o *clientOps) init(now time.Time) {
+func (o *ClientOps) Init(now time.Time) {
 	o.since = now
 	o.last.Store(now.UnixNano())
 }
 
-func (o *clientOps) touch(now time.Time) { o.last.Store(now.UnixNano()) }
+func (o *ClientOps) Touch(now time.Time) { o.last.Store(now.UnixNano()) }
 
-// fill sets the fields of si kept by clientOps.
-func (o *clientOps) fill(si *SessionInfo, now time.Time) {
+// Fill sets the fields of si kept by clientOps.
+func (o *ClientOps) Fill(si *SessionInfo, now time.Time) {
 	last := time.Unix(0, o.last.Load())
-	si.BytesIn, si.BytesOut = o.in.Load(), o.out.Load()
+	si.BytesIn, si.BytesOut = o.In.Load(), o.Out.Load()
 	si.ConnectedAt, si.LastActivity = o.since, last
 	si.AgeSeconds = now.Sub(o.since).Seconds()
 	si.IdleSeconds = max(now.Sub(last).Seconds(), 0)
-	si.Draining = o.draining.Load()
+	si.Draining = o.Draining.Load()
 }
 
 // sessionMetrics counts one forward client's RDMA bytes for the live
 // view and passes every event on to the gateway's metrics.
 type sessionMetrics struct {
-	*engineMetrics
-	ops *clientOps
+	rdmarpc.ResponderMetrics
+	ops *ClientOps
 }
 
 // CallReceived implements rdmarpc.ResponderMetrics.
 func (m sessionMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
-	m.ops.in.Add(uint64(inline + chunk))
-	m.engineMetrics.CallReceived(kind, inline, chunk)
+	m.ops.In.Add(uint64(inline + chunk))
+	m.ResponderMetrics.CallReceived(kind, inline, chunk)
 }
 
 // ReplySent implements rdmarpc.ResponderMetrics.
 func (m sessionMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
-	m.ops.out.Add(uint64(inline + written))
-	m.engineMetrics.ReplySent(kind, inline, written)
+	m.ops.Out.Add(uint64(inline + written))
+	m.ResponderMetrics.ReplySent(kind, inline, written)
 }
 
-// clientTable is a gateway's live client connections. Each has its own
+// ClientTable is a gateway's live client connections. Each has its own
 // context, ended to disconnect it at the end of a drain.
-type clientTable struct {
+type ClientTable struct {
 	mu       sync.Mutex
-	clients  map[liveClient]context.CancelFunc
+	clients  map[LiveClient]context.CancelFunc
 	draining bool
 
-	// acceptBusy is when the accept loop took the request it is still
+	// AcceptBusy is when the accept loop took the request it is still
 	// handling (unix nanos), 0 while it waits in Accept.
-	acceptBusy atomic.Int64
+	AcceptBusy atomic.Int64
 
 	readyOnce sync.Once
 	ready     chan struct{} // closed once Serve accepts (readyChan)
 }
 
-// readyChan is closed once every listener is up and Serve accepts.
-func (t *clientTable) readyChan() chan struct{} {
+// Ready is closed once every listener is up and Serve accepts.
+func (t *ClientTable) Ready() chan struct{} {
 	t.readyOnce.Do(func() { t.ready = make(chan struct{}) })
 	return t.ready
 }
 
-func (t *clientTable) markReady() {
-	ch := t.readyChan()
+func (t *ClientTable) MarkReady() {
+	ch := t.Ready()
 	select {
 	case <-ch:
 	default:
@@ -174,59 +174,59 @@ func (t *clientTable) markReady() {
 	}
 }
 
-// add registers c; false when the gateway is draining (c must go).
-func (t *clientTable) add(c liveClient, cancel context.CancelFunc) bool {
+// Add registers c; false when the gateway is draining (c must go).
+func (t *ClientTable) Add(c LiveClient, cancel context.CancelFunc) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.draining {
 		return false
 	}
 	if t.clients == nil {
-		t.clients = make(map[liveClient]context.CancelFunc)
+		t.clients = make(map[LiveClient]context.CancelFunc)
 	}
 	t.clients[c] = cancel
 	return true
 }
 
-func (t *clientTable) remove(c liveClient) {
+func (t *ClientTable) Remove(c LiveClient) {
 	t.mu.Lock()
 	delete(t.clients, c)
 	t.mu.Unlock()
 }
 
-func (t *clientTable) isDraining() bool {
+func (t *ClientTable) Draining() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.draining
 }
 
-// list returns the clients connected now.
-func (t *clientTable) list() []liveClient {
+// List returns the clients connected now.
+func (t *ClientTable) List() []LiveClient {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cs := make([]liveClient, 0, len(t.clients))
+	cs := make([]LiveClient, 0, len(t.clients))
 	for c := range t.clients {
 		cs = append(cs, c)
 	}
 	return cs
 }
 
-func (t *clientTable) cancelOf(c liveClient) context.CancelFunc {
+func (t *ClientTable) cancelOf(c LiveClient) context.CancelFunc {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.clients[c]
 }
 
-// snapshot builds the live view, clients oldest first, then the backend
+// Snapshot builds the live view, clients oldest first, then the backend
 // connections: those serving the clients, and parked (those of clients
 // gone, kept for their reconnection).
-func (t *clientTable) snapshot(s Sessions, parked ...BackendConnInfo) Sessions {
+func (t *ClientTable) Snapshot(s Sessions, parked ...BackendConnInfo) Sessions {
 	now := time.Now()
-	s.Draining = t.isDraining()
+	s.Draining = t.Draining()
 	s.Clients = []SessionInfo{}
 	s.Backends = []BackendConnInfo{}
-	for _, c := range t.list() {
-		s.Clients = append(s.Clients, c.info(now))
+	for _, c := range t.List() {
+		s.Clients = append(s.Clients, c.Info(now))
 	}
 	slices.SortFunc(s.Clients, func(a, b SessionInfo) int { return a.ConnectedAt.Compare(b.ConnectedAt) })
 	for _, c := range s.Clients {
@@ -239,11 +239,11 @@ func (t *clientTable) snapshot(s Sessions, parked ...BackendConnInfo) Sessions {
 // drainPoll is how often a drain looks at the calls in flight.
 const drainPoll = 10 * time.Millisecond
 
-// drain stops accepting (stopAccept), lets every client's calls in flight
+// Drain stops accepting (stopAccept), lets every client's calls in flight
 // finish and disconnects each client as soon as it has none, until ctx
 // ends; then it disconnects the rest, abandoning their calls. A second
-// drain while one runs waits for nothing and reports no clients.
-func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics) DrainResult {
+// Drain while one runs waits for nothing and reports no clients.
+func (t *ClientTable) Drain(ctx context.Context, stopAccept func(), met *Metrics) DrainResult {
 	t.mu.Lock()
 	if t.draining {
 		t.mu.Unlock()
@@ -253,16 +253,16 @@ func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics
 	t.mu.Unlock()
 	met.ops.draining.Set(1)
 	stopAccept()
-	left := t.list()
+	left := t.List()
 	res := DrainResult{Clients: len(left)}
 	for _, c := range left {
-		c.beginDrain()
+		c.BeginDrain()
 	}
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
 	for timedOut := false; !timedOut; {
-		left = slices.DeleteFunc(left, func(c liveClient) bool {
-			if c.inFlight() > 0 {
+		left = slices.DeleteFunc(left, func(c LiveClient) bool {
+			if c.InFlight() > 0 {
 				return false
 			}
 			if cancel := t.cancelOf(c); cancel != nil {
@@ -281,7 +281,7 @@ func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics
 	}
 	res.TimedOut = true
 	for _, c := range left {
-		res.Abandoned += c.inFlight()
+		res.Abandoned += c.InFlight()
 		if cancel := t.cancelOf(c); cancel != nil {
 			cancel()
 		}
@@ -295,23 +295,23 @@ func (t *clientTable) drain(ctx context.Context, stopAccept func(), met *Metrics
 // request to a goroutine (or rejects it), so anything near this is a hang.
 const acceptStall = 30 * time.Second
 
-// alive is the liveness probe: the accept loop is back in Accept (or
+// Alive is the liveness probe: the accept loop is back in Accept (or
 // only just left it), and the table's and every client's call-path locks
 // can be taken within ctx.
-func (t *clientTable) alive(ctx context.Context, extra func(context.Context) error) error {
-	if b := t.acceptBusy.Load(); b != 0 && time.Since(time.Unix(0, b)) > acceptStall {
+func (t *ClientTable) Alive(ctx context.Context, extra func(context.Context) error) error {
+	if b := t.AcceptBusy.Load(); b != 0 && time.Since(time.Unix(0, b)) > acceptStall {
 		return fmt.Errorf("gateway: accept loop stuck for %v on one connection request", time.Since(time.Unix(0, b)).Round(time.Second))
 	}
-	done := make(chan []liveClient, 1)
-	go func() { done <- t.list() }()
-	var cs []liveClient
+	done := make(chan []LiveClient, 1)
+	go func() { done <- t.List() }()
+	var cs []LiveClient
 	select {
 	case cs = <-done:
 	case <-ctx.Done():
 		return errors.New("gateway: client table lock not free")
 	}
 	for _, c := range cs {
-		if err := c.probe(ctx); err != nil {
+		if err := c.Probe(ctx); err != nil {
 			return err
 		}
 	}
@@ -321,9 +321,9 @@ func (t *clientTable) alive(ctx context.Context, extra func(context.Context) err
 	return nil
 }
 
-// lockWithin takes and releases mu, failing if ctx ends first (the
+// LockWithin takes and releases mu, failing if ctx ends first (the
 // goroutine left behind takes it whenever it is freed).
-func lockWithin(ctx context.Context, mu sync.Locker, what string) error {
+func LockWithin(ctx context.Context, mu sync.Locker, what string) error {
 	done := make(chan struct{})
 	go func() {
 		mu.Lock()
@@ -338,10 +338,10 @@ func lockWithin(ctx context.Context, mu sync.Locker, what string) error {
 	}
 }
 
-// poolAlive checks that the registered pool's lock answers within ctx
+// PoolAlive checks that the registered pool's lock answers within ctx
 // (an exhausted pool is back-pressure, not a wedge: it is not asked for
 // a buffer).
-func poolAlive(ctx context.Context, p *rdmarpc.Pool) error {
+func PoolAlive(ctx context.Context, p *rdmarpc.Pool) error {
 	if p == nil {
 		return nil
 	}
@@ -358,15 +358,15 @@ func poolAlive(ctx context.Context, p *rdmarpc.Pool) error {
 	}
 }
 
-// status is the one-line status for systemd (STATUS=).
-func (t *clientTable) status() string {
-	cs := t.list()
+// Status is the one-line Status for systemd (STATUS=).
+func (t *ClientTable) Status() string {
+	cs := t.List()
 	calls := 0
 	for _, c := range cs {
-		calls += c.inFlight()
+		calls += c.InFlight()
 	}
 	state := "serving"
-	if t.isDraining() {
+	if t.Draining() {
 		state = "draining"
 	}
 	return fmt.Sprintf("%s: %d clients, %d calls in flight", state, len(cs), calls)
@@ -389,8 +389,8 @@ func newOpsMetrics(f factory) *opsMetrics {
 	}
 }
 
-// logDrain logs how a drain ended.
-func logDrain(log hclog.Logger, res DrainResult) {
+// LogDrain logs how a drain ended.
+func LogDrain(log hclog.Logger, res DrainResult) {
 	if res.TimedOut {
 		log.Warn("drain deadline reached; disconnecting clients with calls in flight",
 			"clients", res.Clients, "abandoned_calls", res.Abandoned)

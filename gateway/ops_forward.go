@@ -7,7 +7,7 @@ import (
 
 // The forward gateway's side of ops.go: a session in the client table.
 
-func (s *session) info(now time.Time) SessionInfo {
+func (s *session) Info(now time.Time) SessionInfo {
 	si := SessionInfo{Peer: s.peer, Mode: "forward",
 		CreditsGranted: s.cfg.RDMA.Credits, CreditsInUse: s.rc.Outstanding(),
 		InlineRecv: int(s.cfg.RDMA.InlineRecv), InlineSend: s.rc.InlineSend(),
@@ -15,7 +15,7 @@ func (s *session) info(now time.Time) SessionInfo {
 	s.mu.Lock()
 	si.CallsInFlight = len(s.pending.byXID)
 	s.mu.Unlock()
-	s.ops.fill(&si, now)
+	s.ops.Fill(&si, now)
 	if s.dialer != nil {
 		si.Backend.Remote = s.dialer.addr
 		if a := s.dialer.last.Load(); a != nil {
@@ -25,14 +25,14 @@ func (s *session) info(now time.Time) SessionInfo {
 	return si
 }
 
-func (s *session) beginDrain() { s.ops.draining.Store(true) }
+func (s *session) BeginDrain() { s.ops.Draining.Store(true) }
 
-// inFlight counts calls the engine holds (with the backend or pulling
+// InFlight counts calls the engine holds (with the backend or pulling
 // their Read chunks) and replies whose Send has not completed.
-func (s *session) inFlight() int { return s.rc.Outstanding() + s.rc.SendsInFlight() }
+func (s *session) InFlight() int { return s.rc.Outstanding() + s.rc.SendsInFlight() }
 
-func (s *session) probe(ctx context.Context) error {
-	return lockWithin(ctx, &s.mu, "session "+s.peer)
+func (s *session) Probe(ctx context.Context) error {
+	return LockWithin(ctx, &s.mu, "session "+s.peer)
 }
 
 // backends lists the parked backend connections.

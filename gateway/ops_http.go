@@ -24,10 +24,10 @@ func SessionsHandler(list func() Sessions) http.Handler {
 	})
 }
 
-// serveSessions adds /debug/sessions to the metrics listener, answering
+// ServeSessions adds /debug/sessions to the metrics listener, answering
 // only while on (metrics.sessions, which a reload may flip). ms may be
 // nil (metrics off).
-func (ms *metricsServer) serveSessions(list func() Sessions, on bool) {
+func (ms *MetricsServer) ServeSessions(list func() Sessions, on bool) {
 	if ms == nil {
 		return
 	}

@@ -10,25 +10,25 @@ import (
 // wedgedClient is a client whose call-path lock is held.
 type wedgedClient struct{ mu sync.Mutex }
 
-func (c *wedgedClient) info(time.Time) SessionInfo { return SessionInfo{Peer: "192.0.2.1:1"} }
-func (c *wedgedClient) beginDrain()                {}
-func (c *wedgedClient) inFlight() int              { return 0 }
-func (c *wedgedClient) probe(ctx context.Context) error {
-	return lockWithin(ctx, &c.mu, "session 192.0.2.1:1")
+func (c *wedgedClient) Info(time.Time) SessionInfo { return SessionInfo{Peer: "192.0.2.1:1"} }
+func (c *wedgedClient) BeginDrain()                {}
+func (c *wedgedClient) InFlight() int              { return 0 }
+func (c *wedgedClient) Probe(ctx context.Context) error {
+	return LockWithin(ctx, &c.mu, "session 192.0.2.1:1")
 }
 
 // The liveness probe fails while a client's lock is held or the accept
 // loop is stuck on a request, and passes otherwise.
 func TestAliveSeesAWedge(t *testing.T) {
-	var tb clientTable
+	var tb ClientTable
 	c := &wedgedClient{}
-	tb.add(c, func() {})
+	tb.Add(c, func() {})
 	// A probe that must fail gets a short deadline; one that must pass a
 	// long one: its goroutines may wait long for a CPU on a loaded machine.
 	probe := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		return tb.alive(ctx, nil)
+		return tb.Alive(ctx, nil)
 	}
 	const fails, passes = 200 * time.Millisecond, 10 * time.Second
 	if err := probe(passes); err != nil {
@@ -42,7 +42,7 @@ func TestAliveSeesAWedge(t *testing.T) {
 	if err := probe(passes); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	tb.acceptBusy.Store(time.Now().Add(-acceptStall - time.Second).UnixNano())
+	tb.AcceptBusy.Store(time.Now().Add(-acceptStall - time.Second).UnixNano())
 	if err := probe(fails); err == nil {
 		t.Fatal("stuck accept loop not seen")
 	}

@@ -14,7 +14,7 @@ import (
 // errDraining ends a client's reader when the gateway drains.
 var errDraining = errors.New("gateway: draining")
 
-func (c *revClient) info(now time.Time) SessionInfo {
+func (c *revClient) Info(now time.Time) SessionInfo {
 	si := SessionInfo{Peer: c.peer, Mode: "reverse", CallsInFlight: int(c.calls.Load()),
 		InlineRecv: int(c.r.cfg.RDMA.InlineRecv),
 		Backend:    BackendConnInfo{Transport: "rdma", Remote: c.r.backend, Client: c.peer, State: "serving"}}
@@ -31,21 +31,21 @@ func (c *revClient) info(now time.Time) SessionInfo {
 		}
 	}
 	l.mu.Unlock()
-	c.ops.fill(&si, now)
+	c.ops.Fill(&si, now)
 	return si
 }
 
-// beginDrain stops the reader: calls already read go on, the rest stay
+// BeginDrain stops the reader: calls already read go on, the rest stay
 // in the socket and the client sends them again after reconnecting.
-func (c *revClient) beginDrain() {
-	c.ops.draining.Store(true)
+func (c *revClient) BeginDrain() {
+	c.ops.Draining.Store(true)
 	c.conn.SetReadDeadline(time.Unix(1, 0))
 }
 
-func (c *revClient) inFlight() int { return int(c.calls.Load()) }
+func (c *revClient) InFlight() int { return int(c.calls.Load()) }
 
-func (c *revClient) probe(ctx context.Context) error {
-	return lockWithin(ctx, &c.link.mu, "rdma link of "+c.peer)
+func (c *revClient) Probe(ctx context.Context) error {
+	return LockWithin(ctx, &c.link.mu, "rdma link of "+c.peer)
 }
 
 // countingReader counts what a client sends.
@@ -60,40 +60,40 @@ func (cr countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countRecord counts a reply record sent to a TCP client (its record
+// CountRecord counts a reply record sent to a TCP client (its record
 // marks included, one per MaxFragmentLen).
-func (o *clientOps) countRecord(vec [][]byte) {
+func (o *ClientOps) CountRecord(vec [][]byte) {
 	n := 0
 	for _, b := range vec {
 		n += len(b)
 	}
-	o.out.Add(uint64(n + 4 + n/(1<<31-1)*4))
-	o.touch(time.Now())
+	o.Out.Add(uint64(n + 4 + n/(1<<31-1)*4))
+	o.Touch(time.Now())
 }
 
 // Drain is Forward.Drain for TCP clients: the listener closes, each
 // client's reader stops, and the client is disconnected once its calls
 // at the RDMA server are answered (or at ctx's end).
 func (r *Reverse) Drain(ctx context.Context) DrainResult {
-	r.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(r.clients.list()))
-	res := r.clients.drain(ctx, func() { r.ln.Close() }, r.met.Metrics)
-	logDrain(r.log, res)
+	r.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(r.clients.List()))
+	res := r.clients.Drain(ctx, func() { r.ln.Close() }, r.met.Metrics)
+	LogDrain(r.log, res)
 	return res
 }
 
 // Sessions is the live view of the gateway's clients and RDMA
 // connections.
 func (r *Reverse) Sessions() Sessions {
-	return r.clients.snapshot(Sessions{Mode: "reverse", Listen: r.ln.Addr().String(), Backend: r.backend})
+	return r.clients.Snapshot(Sessions{Mode: "reverse", Listen: r.ln.Addr().String(), Backend: r.backend})
 }
 
 // Alive is the liveness probe behind the systemd watchdog (Forward.Alive).
 func (r *Reverse) Alive(ctx context.Context) error {
-	return r.clients.alive(ctx, func(ctx context.Context) error { return poolAlive(ctx, r.pool) })
+	return r.clients.Alive(ctx, func(ctx context.Context) error { return PoolAlive(ctx, r.Pool) })
 }
 
 // Status is a one-line summary (clients, calls in flight) for systemd.
-func (r *Reverse) Status() string { return r.clients.status() }
+func (r *Reverse) Status() string { return r.clients.Status() }
 
 // Ready is closed once Serve accepts clients (every listener is up).
-func (r *Reverse) Ready() <-chan struct{} { return r.clients.readyChan() }
+func (r *Reverse) Ready() <-chan struct{} { return r.clients.Ready() }

@@ -98,7 +98,7 @@ func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace ti
 		}
 	})
 	p.mu.Unlock()
-	p.met.be.parked.Inc()
+	p.met.ForwardBackend.Parked.Inc()
 	p.log.Info("client gone; backend connection kept for its reconnect", "client", id,
 		"backend_local", localAddr(conn), "reconnect_grace", grace)
 }
@@ -136,7 +136,7 @@ func (p *parkedSessions) removeLocked(id string, ps *parkedSession) bool {
 		} else {
 			p.byID[id] = append(append(make([]*parkedSession, 0, len(list)-1), list[:i]...), list[i+1:]...)
 		}
-		p.met.be.parked.Dec()
+		p.met.ForwardBackend.Parked.Dec()
 		return true
 	}
 	return false
@@ -185,7 +185,7 @@ func (p *parkedSessions) closeAll() {
 	for _, ps := range all {
 		ps.timer.Stop()
 		ps.conn.Close()
-		p.met.be.parked.Dec()
+		p.met.ForwardBackend.Parked.Dec()
 	}
 }
 

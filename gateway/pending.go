@@ -25,7 +25,7 @@ type pendingCall struct {
 	breaks   uint8
 	received time.Time
 	sent     time.Time
-	stats    *procCounters
+	stats    *ProcCounters
 	// wire is wireWriting while the backend writer is inside the writev
 	// that carries the call's buffers, and wireHandedOff once the reader
 	// has left the answer to it (see the ownership rule in session.go).
@@ -38,7 +38,7 @@ type pendingCall struct {
 	// How the call is answered, set by the reader before it answers or
 	// hands the answer to the writer (finishAnswer).
 	answer     answerKind
-	status     replyStatus // answerReply: the reply's status, for the metrics
+	status     ReplyStatus // answerReply: the reply's status, for the metrics
 	failReason string      // answerFail: why, for the metrics and the log
 	failCause  error
 	// reply is built by the backend reader and handed to call.Reply.

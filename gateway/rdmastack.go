@@ -10,32 +10,32 @@ import (
 	"github.com/rdmagw/rdmagw/verbs"
 )
 
-// rdmaStack is what both modes hold on their RDMA side: the provider's
+// RDMAStack is what both modes hold on their RDMA side: the provider's
 // device, one protection domain and the registered buffer pool every
 // connection draws from. Forward opens it on its listen address, Reverse
 // on backend.local_address.
-type rdmaStack struct {
-	dev  verbs.Device
-	pd   verbs.PD
-	pool *rdmarpc.Pool
+type RDMAStack struct {
+	Dev  verbs.Device
+	PD   verbs.PD
+	Pool *rdmarpc.Pool
 }
 
-// open opens provider's device for addr, allocates the protection domain
+// Open opens provider's device for addr, allocates the protection domain
 // and the pool (sized by cfg.Pool) and exports the pool's gauges. field
 // names the provider's config field for errors. On failure what was
 // opened stays set, for close.
-func (s *rdmaStack) open(cfg *Config, field, provider, addr string, met *Metrics) error {
+func (s *RDMAStack) Open(cfg *Config, field, provider, addr string, met *Metrics) error {
 	prov, err := verbs.Lookup(provider)
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
-	if s.dev, err = prov.Open(addr); err != nil {
+	if s.Dev, err = prov.Open(addr); err != nil {
 		return fmt.Errorf("open %s device for %s: %w", provider, addr, err)
 	}
-	if s.pd, err = s.dev.AllocPD(); err != nil {
+	if s.PD, err = s.Dev.AllocPD(); err != nil {
 		return fmt.Errorf("allocate protection domain: %w", err)
 	}
-	s.pool, err = rdmarpc.NewPool(s.pd, rdmarpc.PoolConfig{
+	s.Pool, err = rdmarpc.NewPool(s.PD, rdmarpc.PoolConfig{
 		MaxBytes:  int(cfg.Pool.MaxBytes),
 		SlabBytes: int(cfg.Pool.SlabBytes),
 		Classes:   cfg.PoolClasses(),
@@ -43,30 +43,30 @@ func (s *rdmaStack) open(cfg *Config, field, provider, addr string, met *Metrics
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	met.registerPool(s.pool)
+	met.registerPool(s.Pool)
 	return nil
 }
 
-// close releases the pool, the protection domain and the device, in that
+// Close releases the pool, the protection domain and the device, in that
 // order (each needs the next); what was never opened is skipped.
-func (s *rdmaStack) close() []error {
+func (s *RDMAStack) Close() []error {
 	var errs []error
-	if s.pool != nil {
-		errs = append(errs, s.pool.Close())
+	if s.Pool != nil {
+		errs = append(errs, s.Pool.Close())
 	}
-	if s.pd != nil {
-		errs = append(errs, s.pd.Close())
+	if s.PD != nil {
+		errs = append(errs, s.PD.Close())
 	}
-	if s.dev != nil {
-		errs = append(errs, s.dev.Close())
+	if s.Dev != nil {
+		errs = append(errs, s.Dev.Close())
 	}
 	return errs
 }
 
-// closeGateway is the shared teardown, after Serve has returned: stop
+// CloseGateway is the shared teardown, after Serve has returned: stop
 // accepting (a listener Serve already closed is no error), stop serving
 // /metrics, wait for the sessions (wait), then release the RDMA side.
-func closeGateway(ln io.Closer, ms *metricsServer, wait func(), rdma *rdmaStack) error {
+func CloseGateway(ln io.Closer, ms *MetricsServer, wait func(), rdma *RDMAStack) error {
 	var errs []error
 	if ln != nil {
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, verbs.ErrClosed) {
@@ -74,9 +74,9 @@ func closeGateway(ln io.Closer, ms *metricsServer, wait func(), rdma *rdmaStack)
 		}
 	}
 	if ms != nil {
-		errs = append(errs, ms.close())
+		errs = append(errs, ms.Close())
 	}
 	wait()
-	errs = append(errs, rdma.close()...)
+	errs = append(errs, rdma.Close()...)
 	return errors.Join(errs...)
 }

@@ -63,19 +63,19 @@ func (r ReloadResult) Changed() bool {
 	return len(r.Applied)+len(r.NewConnections)+len(r.NeedRestart) > 0
 }
 
-// liveConfig is what a reload changes in a running gateway.
-type liveConfig struct {
+// LiveConfig is what a reload changes in a running gateway.
+type LiveConfig struct {
 	mu      sync.Mutex // one reload at a time
 	cur     atomic.Pointer[Config]
 	allowed atomic.Pointer[[]netip.Prefix]
 }
 
-func (l *liveConfig) init(cfg *Config) {
+func (l *LiveConfig) Init(cfg *Config) {
 	l.cur.Store(cfg)
 	l.setAllowed(cfg.Listen.AllowedNetworks)
 }
 
-func (l *liveConfig) setAllowed(nets []string) {
+func (l *LiveConfig) setAllowed(nets []string) {
 	var ps []netip.Prefix
 	for _, n := range nets {
 		ps = append(ps, netip.MustParsePrefix(n).Masked())
@@ -83,13 +83,13 @@ func (l *liveConfig) setAllowed(nets []string) {
 	l.allowed.Store(&ps)
 }
 
-// conn is the configuration for a connection made now.
-func (l *liveConfig) conn() *Config { return l.cur.Load() }
+// Current is the configuration for a connection made now.
+func (l *LiveConfig) Current() *Config { return l.cur.Load() }
 
-// allows reports whether a client at a may connect: its IP lies in one
+// Allows reports whether a client at a may connect: its IP lies in one
 // of listen.allowed_networks, or the list is empty. Both modes ask it, at
 // accept and when a reload narrows the list (outsideAllowed).
-func (l *liveConfig) allows(a net.Addr) bool {
+func (l *LiveConfig) Allows(a net.Addr) bool {
 	allowed := *l.allowed.Load()
 	if len(allowed) == 0 {
 		return true
@@ -107,10 +107,10 @@ func (l *liveConfig) allows(a net.Addr) bool {
 	return false
 }
 
-// reconfigure merges next into the running configuration (fields of
+// Reconfigure merges next into the running configuration (fields of
 // live and conn; the rest keep their running values), validates the
 // result and publishes it; apply puts the live fields in force.
-func (l *liveConfig) reconfigure(next *Config, conn []string, apply func(*Config)) (ReloadResult, error) {
+func (l *LiveConfig) Reconfigure(next *Config, conn []string, apply func(*Config)) (ReloadResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur.Load()
@@ -142,8 +142,8 @@ func (l *liveConfig) reconfigure(next *Config, conn []string, apply func(*Config
 	return res, nil
 }
 
-// applyLive puts the live fields of cfg in force.
-func (l *liveConfig) applyLive(cfg *Config, log hclog.Logger, ms *metricsServer) {
+// ApplyLive puts the live fields of cfg in force.
+func (l *LiveConfig) ApplyLive(cfg *Config, log hclog.Logger, ms *MetricsServer) {
 	log.SetLevel(hclog.LevelFromString(cfg.Log.Level))
 	l.setAllowed(cfg.Listen.AllowedNetworks)
 	if ms != nil {
@@ -164,14 +164,14 @@ func logReload(log hclog.Logger, res ReloadResult, outside []string) {
 	}
 }
 
-// outsideAllowed lists the connected clients the allowed networks would
+// OutsideAllowed lists the connected clients the allowed networks would
 // now refuse.
-func (t *clientTable) outsideAllowed(l *liveConfig) []string {
+func (t *ClientTable) OutsideAllowed(l *LiveConfig) []string {
 	var out []string
 	now := time.Now()
-	for _, c := range t.list() {
-		peer := c.info(now).Peer
-		if !l.allows(peerAddr(peer)) {
+	for _, c := range t.List() {
+		peer := c.Info(now).Peer
+		if !l.Allows(peerAddr(peer)) {
 			out = append(out, peer)
 		}
 	}
@@ -189,15 +189,15 @@ func (a peerAddr) String() string  { return string(a) }
 // error changes nothing. It also counts the reload in
 // rdmagw_config_reloads_total.
 func (f *Forward) Reconfigure(next *Config) (ReloadResult, error) {
-	res, err := f.reload.reconfigure(next, connFields, func(c *Config) { f.reload.applyLive(c, f.log, f.metrics) })
-	return f.met.reloaded(f.log, res, err, f.clients.outsideAllowed(&f.reload))
+	res, err := f.reload.Reconfigure(next, connFields, func(c *Config) { f.reload.ApplyLive(c, f.log, f.metrics) })
+	return f.met.Reloaded(f.log, res, err, f.clients.OutsideAllowed(&f.reload))
 }
 
 // Reconfigure is Forward.Reconfigure for reverse mode, where only the
 // live fields change without a restart.
 func (r *Reverse) Reconfigure(next *Config) (ReloadResult, error) {
-	res, err := r.reload.reconfigure(next, reverseConnFields, func(c *Config) { r.reload.applyLive(c, r.log, r.metrics) })
-	return r.met.Metrics.reloaded(r.log, res, err, r.clients.outsideAllowed(&r.reload))
+	res, err := r.reload.Reconfigure(next, reverseConnFields, func(c *Config) { r.reload.ApplyLive(c, r.log, r.metrics) })
+	return r.met.Metrics.Reloaded(r.log, res, err, r.clients.OutsideAllowed(&r.reload))
 }
 
 // ReloadRejected counts and logs a reload whose file could not be loaded
@@ -207,7 +207,7 @@ func (m *Metrics) ReloadRejected(log hclog.Logger, err error) {
 	log.Error("configuration reload rejected; running configuration unchanged", "error", err)
 }
 
-func (m *Metrics) reloaded(log hclog.Logger, res ReloadResult, err error, outside []string) (ReloadResult, error) {
+func (m *Metrics) Reloaded(log hclog.Logger, res ReloadResult, err error, outside []string) (ReloadResult, error) {
 	if err != nil {
 		m.ReloadRejected(log, err)
 		return res, err
@@ -276,7 +276,7 @@ func matchField(path string, fields []string) bool {
 }
 
 // Config is the configuration in force (after the reloads so far).
-func (f *Forward) Config() *Config { return f.reload.conn() }
+func (f *Forward) Config() *Config { return f.reload.Current() }
 
 // Config is the configuration in force (after the reloads so far).
-func (r *Reverse) Config() *Config { return r.reload.conn() }
+func (r *Reverse) Config() *Config { return r.reload.Current() }

@@ -28,19 +28,19 @@ import (
 // (reverse_backchannel.go). Create it with
 // NewReverse, run it with Serve, release it with Close.
 type Reverse struct {
-	rdmaStack // device, protection domain, buffer pool
+	RDMAStack // device, protection domain, buffer pool
 	cfg       *Config
 	log       hclog.Logger
-	met       *reverseMetrics
+	met       *ReverseMetrics
 	ln        *net.TCPListener
 	backend   string
-	metrics   *metricsServer
+	metrics   *MetricsServer
 	carry     ulb.IOLimits // advertised in place of larger server limits
 
 	wg sync.WaitGroup // client sessions
 
-	clients clientTable // live clients: the live view, drain, liveness (ops.go)
-	reload  liveConfig  // what a reload changes (reload.go)
+	clients ClientTable // live clients: the live view, drain, liveness (ops.go)
+	reload  LiveConfig  // what a reload changes (reload.go)
 }
 
 // NewReverse opens the RDMA provider's device, registers the buffer pool,
@@ -56,10 +56,10 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	r := &Reverse{cfg: cfg, log: log, met: newReverseMetrics(),
+	r := &Reverse{cfg: cfg, log: log, met: NewReverseMetrics(),
 		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port)), carry: cfg.CarryLimits()}
-	r.met.setEventLogger(log)
-	r.reload.init(cfg)
+	r.met.SetEventLogger(log)
+	r.reload.Init(cfg)
 	if err := r.open(); err != nil {
 		r.Close()
 		return nil, err
@@ -69,7 +69,7 @@ func NewReverse(cfg *Config, log hclog.Logger) (*Reverse, error) {
 
 func (r *Reverse) open() error {
 	cfg := r.cfg
-	err := r.rdmaStack.open(cfg, "backend.provider", cfg.Backend.Provider, cfg.Backend.LocalAddress, r.met.Metrics)
+	err := r.RDMAStack.Open(cfg, "backend.provider", cfg.Backend.Provider, cfg.Backend.LocalAddress, r.met.Metrics)
 	if err != nil {
 		return err
 	}
@@ -80,12 +80,12 @@ func (r *Reverse) open() error {
 	}
 	r.ln = ln.(*net.TCPListener)
 	var metricsURL string
-	if r.metrics, metricsURL, err = startMetrics(cfg, r.met.Metrics, r.log); err != nil {
+	if r.metrics, metricsURL, err = StartMetrics(cfg, r.met.Metrics, r.log); err != nil {
 		return err
 	}
-	r.metrics.serveSessions(r.Sessions, cfg.Metrics.Sessions)
+	r.metrics.ServeSessions(r.Sessions, cfg.Metrics.Sessions)
 	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
-		"provider", cfg.Backend.Provider, "device", r.dev.Info().Name, "credits", cfg.RDMA.Credits,
+		"provider", cfg.Backend.Provider, "device", r.Dev.Info().Name, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
 		"ping_interval", cfg.Reverse.PingInterval, "metrics", metricsURL)
 	return nil
@@ -99,7 +99,7 @@ func (r *Reverse) MetricsAddr() net.Addr {
 	if r.metrics == nil {
 		return nil
 	}
-	return r.metrics.addr()
+	return r.metrics.Addr()
 }
 
 // Metrics returns the gateway's metrics.
@@ -112,9 +112,9 @@ func (r *Reverse) Serve(ctx context.Context) error {
 	defer r.wg.Wait()
 	stop := context.AfterFunc(ctx, func() { r.ln.Close() })
 	defer stop()
-	r.clients.markReady()
+	r.clients.MarkReady()
 	for {
-		r.clients.acceptBusy.Store(0)
+		r.clients.AcceptBusy.Store(0)
 		conn, err := r.ln.AcceptTCP()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -126,9 +126,9 @@ func (r *Reverse) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("accept TCP connection: %w", err)
 		}
-		r.clients.acceptBusy.Store(time.Now().UnixNano())
-		if !r.reload.allows(conn.RemoteAddr()) {
-			r.met.rejected("not_allowed")
+		r.clients.AcceptBusy.Store(time.Now().UnixNano())
+		if !r.reload.Allows(conn.RemoteAddr()) {
+			r.met.Rejected("not_allowed")
 			r.log.Warn("connection rejected: address not in listen.allowed_networks", "peer", conn.RemoteAddr().String())
 			conn.Close()
 			continue
@@ -150,24 +150,24 @@ func (r *Reverse) serveClient(ctx context.Context, conn *net.TCPConn) {
 	peer := conn.RemoteAddr().String()
 	link := newRDMALink(r, peer)
 	if err := link.connect(ctx); err != nil {
-		r.met.rejected("backend_unavailable")
-		r.met.backendError("connect")
+		r.met.Rejected("backend_unavailable")
+		r.met.BackendError("connect")
 		r.log.Error("client refused: RDMA server unreachable", "peer", peer, "backend", r.backend, "error", err)
 		conn.Close()
 		return
 	}
-	r.met.engine().ConnUp()
+	r.met.ResponderMetrics().ConnUp()
 	r.log.Info("client connected", "peer", peer, "backend", r.backend,
 		"granted", link.granted(), "inline_send", link.inlineSend())
 	c := newRevClient(r, conn, link)
-	if !r.clients.add(c, disconnect) {
-		c.beginDrain() // connected as a drain began: read nothing
+	if !r.clients.Add(c, disconnect) {
+		c.BeginDrain() // connected as a drain began: read nothing
 	}
 	reason := c.run(ctx)
-	r.clients.remove(c)
+	r.clients.Remove(c)
 	link.close()
-	r.met.engine().ConnDown(nil)
-	r.met.connClosed(reason)
+	r.met.ResponderMetrics().ConnDown(nil)
+	r.met.ConnClosed(reason)
 	r.log.Info("client disconnected", "peer", peer, "reason", reason)
 }
 
@@ -178,5 +178,5 @@ func (r *Reverse) Close() error {
 	if r.ln != nil {
 		ln = r.ln
 	}
-	return closeGateway(ln, r.metrics, r.wg.Wait, &r.rdmaStack)
+	return CloseGateway(ln, r.metrics, r.wg.Wait, &r.RDMAStack)
 }

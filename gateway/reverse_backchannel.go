@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/internal/callback"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
@@ -54,15 +55,15 @@ import (
 // rdmarpc.BackwardHandler for every RDMA connection of the client's link.
 type revBackchannel struct {
 	cfg    BackchannelConfig
-	met    *bcMetrics
+	met    *BackchannelMetrics
 	client atomic.Pointer[revClient] // nil until the session runs and after it
 
 	mu   sync.Mutex
 	wait map[uint32]chan []byte // callbacks waiting for the client's reply, by XID
 }
 
-func newRevBackchannel(cfg *Config, met *bcMetrics) *revBackchannel {
-	return &revBackchannel{cfg: cfg.Backchannel.withDefaults(), met: met, wait: make(map[uint32]chan []byte)}
+func newRevBackchannel(cfg *Config, met *BackchannelMetrics) *revBackchannel {
+	return &revBackchannel{cfg: cfg.Backchannel.WithDefaults(), met: met, wait: make(map[uint32]chan []byte)}
 }
 
 // requesterConfig is the backward side of each RDMA connection.
@@ -82,10 +83,10 @@ func (b *revBackchannel) ServeBackward(call []byte) []byte {
 	switch {
 	case b.cfg.Disabled:
 		b.met.BackwardError("disabled")
-		return callbackErrorReply(xid)
+		return callback.ErrorReply(xid)
 	case c == nil:
 		b.met.BackwardError("client_gone")
-		return callbackErrorReply(xid)
+		return callback.ErrorReply(xid)
 	}
 	ch := make(chan []byte, 1)
 	b.mu.Lock()
@@ -107,7 +108,7 @@ func (b *revBackchannel) ServeBackward(call []byte) []byte {
 		forget()
 		b.met.BackwardError("client_gone")
 		c.log.Warn("callback not forwarded to the client", "peer", c.peer, "xid", xid, "error", err)
-		return callbackErrorReply(xid)
+		return callback.ErrorReply(xid)
 	}
 	c.log.Debug("callback forwarded to the client", "peer", c.peer, "xid", xid, "bytes", len(call))
 	t := time.NewTimer(b.cfg.Timeout)
@@ -134,7 +135,7 @@ func (b *revBackchannel) ServeBackward(call []byte) []byte {
 func (c *revClient) callbackReply(rr *tcprpc.RecordReader, xid uint32) error {
 	b := c.link.bc
 	limit := int(c.r.cfg.RDMA.InlineSend) - rdmarpc.BackwardHeaderSize
-	msg, whole, err := readRecordUpTo(rr, limit)
+	msg, whole, err := callback.ReadRecord(rr, limit)
 	if err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func (c *revClient) callbackReply(rr *tcprpc.RecordReader, xid uint32) error {
 		b.met.BackwardError("too_big")
 		c.log.Warn("callback reply larger than the server's inline receive; answered SYSTEM_ERR", "peer", c.peer,
 			"xid", xid, "bytes_at_least", len(msg), "limit", limit)
-		ch <- callbackErrorReply(xid)
+		ch <- callback.ErrorReply(xid)
 	default:
 		ch <- msg
 	}

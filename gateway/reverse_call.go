@@ -42,7 +42,7 @@ type revSlot struct {
 	ddp              bool // no RPCSEC_GSS integrity/privacy
 	verifier         int  // reply verifier room beyond an empty one
 	received         time.Time
-	stats            *procCounters
+	stats            *ProcCounters
 
 	walk  ulb.Walker // the reply's, for splicing it back (replyVec)
 	msg   rdmarpc.Message
@@ -56,7 +56,7 @@ type revSlot struct {
 
 func newRevSlot(c *revClient) *revSlot {
 	return &revSlot{c: c, work: make(chan struct{}, 1), vec: make([][]byte, 0, 4*ulb.MaxItems+4),
-		sp: splitter.New(splitter.Config{Pool: c.r.pool, Window: revPeekMax, Inline: splitter.Scratch,
+		sp: splitter.New(splitter.Config{Pool: c.r.Pool, Window: revPeekMax, Inline: splitter.Scratch,
 			MaxBodies: c.r.cfg.Reverse.MaxReadChunks})}
 }
 
@@ -105,8 +105,8 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	if h.Cred.Flavor != oncrpc.AuthNone && h.Cred.Flavor != oncrpc.AuthSys {
 		s.verifier = ulb.MaxVerifierBody
 	}
-	s.stats = c.met.proc(h.Prog, h.Vers, h.Proc)
-	s.stats.calls.Inc()
+	s.stats = c.met.Proc(h.Prog, h.Vers, h.Proc)
+	s.stats.Calls.Inc()
 	if h.Prog == ulb.ProgNFS {
 		c.link.vers.Store(h.Vers)
 	}
@@ -137,10 +137,10 @@ func (s *revSlot) fill(rr *tcprpc.RecordReader) error {
 	}
 	switch out.Stop {
 	case splitter.Unwalkable:
-		s.c.met.ddpFallbacks.Inc()
+		s.c.met.DDPFallbacks.Inc()
 		s.c.log.Debug("call arguments sent inline: not walkable", "peer", s.c.peer, "xid", s.xid, "error", out.Err)
 	case splitter.TooMany, splitter.TooLarge:
-		s.c.met.ddpFallbacks.Inc()
+		s.c.met.DDPFallbacks.Inc()
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func (s *revSlot) planReply() {
 // replyPolicy is the requester policy for the calls to the server, from
 // the configuration and the pool.
 func (r *Reverse) replyPolicy() ulb.Requester {
-	return ulb.Requester{InlineRecv: int(r.cfg.RDMA.InlineRecv), MaxChunk: r.pool.MaxSize(),
+	return ulb.Requester{InlineRecv: int(r.cfg.RDMA.InlineRecv), MaxChunk: r.Pool.MaxSize(),
 		MaxWriteChunks: r.cfg.Reverse.MaxWriteChunks, HeaderMax: replyHeaderMax}
 }
 
@@ -192,25 +192,25 @@ func (s *revSlot) rejectHeader(head []byte, h *oncrpc.CallHeader, err error) err
 	var rh oncrpc.ReplyHeader
 	switch {
 	case len(head) < 8:
-		c.met.callDropped("not_rpc")
-		c.met.callEvent("not_rpc", c.peer, 0)
+		c.met.CallDropped("not_rpc")
+		c.met.CallEvent("not_rpc", c.peer, 0)
 		return nil
 	case errors.Is(err, oncrpc.ErrBadRPCVersion):
 		rh = oncrpc.RPCMismatchReply(h.XID)
-		c.met.systemErrs.WithLabelValues("rpc_mismatch").Inc()
+		c.met.SystemErrs.WithLabelValues("rpc_mismatch").Inc()
 	case errors.Is(err, oncrpc.ErrAuthTooLong):
 		rh = oncrpc.AuthErrorReply(h.XID, oncrpc.AuthBadCred)
-		c.met.callDropped("bad_auth")
+		c.met.CallDropped("bad_auth")
 	default:
-		c.met.callDropped("not_rpc")
-		c.met.callEvent("not_rpc", c.peer, h.XID)
+		c.met.CallDropped("not_rpc")
+		c.met.CallEvent("not_rpc", c.peer, h.XID)
 		return nil
 	}
 	reason := "bad_auth"
 	if errors.Is(err, oncrpc.ErrBadRPCVersion) {
 		reason = "rpc_mismatch"
 	}
-	c.met.callEvent(reason, c.peer, h.XID)
+	c.met.CallEvent(reason, c.peer, h.XID)
 	return s.replyHeaderOnly(&rh)
 }
 
@@ -228,13 +228,13 @@ func (s *revSlot) refuseTooLarge(rr *tcprpc.RecordReader, xid uint32, known bool
 		head, _ := rr.Peek(min(oncrpc.MaxCallHeader, revPeekMax))
 		var h oncrpc.CallHeader
 		if _, err := h.Decode(head); err != nil {
-			c.met.callDropped("not_rpc")
+			c.met.CallDropped("not_rpc")
 			c.log.Info("oversize record is not an RPC call; skipped", "peer", c.peer, "error", cause)
 			return nil
 		}
 		xid = h.XID
 	}
-	c.met.systemErrs.WithLabelValues("call_too_large").Inc()
+	c.met.SystemErrs.WithLabelValues("call_too_large").Inc()
 	c.log.Info("call larger than reverse.max_call_bytes answered GARBAGE_ARGS; record skipped", "peer", c.peer, "xid", xid, "error", cause)
 	rh := oncrpc.GarbageArgsReply(xid)
 	return s.replyHeaderOnly(&rh)

@@ -27,7 +27,7 @@ type revClient struct {
 	conn *net.TCPConn
 	link *rdmaLink
 	log  hclog.Logger
-	met  *reverseMetrics
+	met  *ReverseMetrics
 	peer string
 
 	ctx    context.Context
@@ -44,7 +44,7 @@ type revClient struct {
 	busy    sync.WaitGroup // slots holding a call
 	workers sync.WaitGroup
 
-	ops   clientOps    // live view and drain (ops.go, ops_reverse.go)
+	ops   ClientOps    // live view and drain (ops.go, ops_reverse.go)
 	calls atomic.Int32 // calls read and not yet answered (busy's count)
 }
 
@@ -58,8 +58,8 @@ func newRevClient(r *Reverse, conn *net.TCPConn, link *rdmaLink) *revClient {
 	c := &revClient{r: r, conn: conn, link: link, log: r.log.Named("client"), met: r.met,
 		peer: conn.RemoteAddr().String(),
 		free: make(chan *revSlot, r.cfg.Reverse.MaxCallsPerClient)}
-	c.ops.init(time.Now())
-	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.in}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax, SkipOversize: true})
+	c.ops.Init(time.Now())
+	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.In}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax, SkipOversize: true})
 	c.rw = tcprpc.NewRecordWriter(conn, nil)
 	return c
 }
@@ -89,7 +89,7 @@ func (c *revClient) run(parent context.Context) string {
 		reason = "backend_gone"
 	case parent.Err() != nil:
 		reason = "shutdown"
-	case c.ops.draining.Load():
+	case c.ops.Draining.Load():
 		// A drain stopped the reader: let the calls in flight finish;
 		// the drain ends parent at its deadline.
 		reason = "shutdown"
@@ -139,7 +139,7 @@ func (c *revClient) readCalls() error {
 		if err != nil {
 			return err
 		}
-		if c.ops.draining.Load() {
+		if c.ops.Draining.Load() {
 			c.free <- s
 			return errDraining
 		}
@@ -158,14 +158,14 @@ func (c *revClient) readCalls() error {
 			c.free <- s
 			continue
 		}
-		if c.ops.draining.Load() { // read as the drain began: not forwarded
+		if c.ops.Draining.Load() { // read as the drain began: not forwarded
 			s.releaseItems()
 			c.free <- s
 			return errDraining
 		}
 		c.busy.Add(1)
 		c.calls.Add(1)
-		c.ops.touch(s.received)
+		c.ops.Touch(s.received)
 		s.work <- struct{}{}
 	}
 }
@@ -193,7 +193,7 @@ func (c *revClient) slot() (*revSlot, error) {
 		}()
 		return s, nil
 	}
-	c.met.clientStalls.Inc()
+	c.met.ClientStalls.Inc()
 	select {
 	case s := <-c.free:
 		return s, nil
@@ -214,6 +214,6 @@ func (c *revClient) writeReply(vec [][]byte) error {
 		c.cancel()
 		return err
 	}
-	c.ops.countRecord(vec)
+	c.ops.CountRecord(vec)
 	return nil
 }

@@ -94,7 +94,7 @@ var errConnLostRepeatedly = fmt.Errorf("gateway: the RDMA connection to the serv
 const nullCallLen = 6*4 + 2*8
 
 func newRDMALink(r *Reverse, peer string) *rdmaLink {
-	l := &rdmaLink{r: r, peer: peer, bc: newRevBackchannel(r.cfg, r.met.backchannel()), up: make(chan struct{}), dead: make(chan struct{})}
+	l := &rdmaLink{r: r, peer: peer, bc: newRevBackchannel(r.cfg, r.met.Backchannel()), up: make(chan struct{}), dead: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.xids.Store(rand.Uint32())
 	l.vers.Store(3)
@@ -108,11 +108,11 @@ func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 	if cfg.Reverse.PingInterval > 0 {
 		reserve = 1 // the pings' credit
 	}
-	return rdmarpc.DialRequester(ctx, l.r.dev, l.r.backend, rdmarpc.RequesterConfig{
+	return rdmarpc.DialRequester(ctx, l.r.Dev, l.r.backend, rdmarpc.RequesterConfig{
 		Credits:        cfg.RDMA.Credits,
 		InlineSend:     int(cfg.RDMA.InlineSend),
 		InlineRecv:     int(cfg.RDMA.InlineRecv),
-		Pool:           l.r.pool,
+		Pool:           l.r.Pool,
 		Limits:         cfg.RDMALimits(),
 		Logger:         l.r.log.Named("rdma"),
 		Metrics:        l.r.met,
@@ -245,7 +245,7 @@ func (l *rdmaLink) broken(conn *rdmarpc.RequesterConn, why error) {
 		<-done
 	}
 	conn.Close()
-	l.r.met.backendError("lost")
+	l.r.met.BackendError("lost")
 	l.r.log.Warn("RDMA connection to the server lost; reconnecting", "peer", l.peer, "backend", l.r.backend, "error", why)
 	go func() {
 		defer l.recon.Done()
@@ -264,12 +264,12 @@ func (l *rdmaLink) reconnect(ctx context.Context) {
 		Immediate: true,
 		Deadline:  time.Now().Add(b.GiveUpAfter),
 		Failed: func(attempt int, next time.Duration, err error) {
-			l.r.met.backendError("connect")
+			l.r.met.BackendError("connect")
 			l.r.log.Debug("RDMA reconnection attempt failed", "peer", l.peer, "backend", l.r.backend,
 				"attempt", attempt, "next_in", next, "error", err)
 		}}, l.dial)
 	if gu := (*redial.GaveUpError)(nil); errors.As(err, &gu) {
-		l.r.met.giveUps.Inc()
+		l.r.met.BackendGiveUps.Inc()
 		l.r.log.Error("RDMA server unreachable; giving up and disconnecting the client", "peer", l.peer,
 			"backend", l.r.backend, "attempts", gu.Dials, "give_up_after", b.GiveUpAfter, "error", gu.Err)
 	}
@@ -284,7 +284,7 @@ func (l *rdmaLink) reconnect(ctx context.Context) {
 		conn.Close()
 		return
 	}
-	l.r.met.reconnects.Inc()
+	l.r.met.BackendReconnects.Inc()
 	l.install(conn)
 	l.r.log.Info("RDMA connection to the server re-established", "peer", l.peer, "backend", l.r.backend, "attempts", attempts)
 }
@@ -390,20 +390,20 @@ func (l *rdmaLink) ping(parent context.Context, conn *rdmarpc.RequesterConn) boo
 		}
 		if err != nil {
 			if ctx.Err() != nil && parent.Err() == nil {
-				l.r.met.pingTimeout.Inc()
+				l.r.met.PingTimeout.Inc()
 				l.r.log.Warn("RDMA server did not answer a NULL ping in time", "peer", l.peer, "backend", l.r.backend, "timeout", timeout)
 			} else if parent.Err() == nil {
-				l.r.met.pingError.Inc()
+				l.r.met.PingError.Inc()
 				l.r.log.Debug("NULL ping failed", "peer", l.peer, "error", err)
 			}
 			return false
 		}
 		res.Release()
-		l.r.met.pingOK.Inc()
+		l.r.met.PingOK.Inc()
 		l.lastReply.Store(time.Now().UnixNano())
 		return true
 	}
-	l.r.met.pingError.Inc()
+	l.r.met.PingError.Inc()
 	return false
 }
 

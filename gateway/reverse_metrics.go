@@ -8,12 +8,12 @@ import (
 	"github.com/rdmagw/rdmagw/verbs"
 )
 
-// reverseMetrics adds what only reverse mode has to the shared Metrics,
+// ReverseMetrics adds what only reverse mode has to the shared Metrics,
 // and implements rdmarpc.RequesterMetrics for the RDMA connections to the
 // server. In reverse mode the shared series read: connections = TCP
 // clients, calls/replies = RPCs from those clients, backend = the RDMA
 // server, bytes_total direction out = to the server, in = from it.
-type reverseMetrics struct {
+type ReverseMetrics struct {
 	*Metrics
 
 	bytesInlineToServer   prometheus.Counter
@@ -26,16 +26,16 @@ type reverseMetrics struct {
 	backendConns   prometheus.Gauge
 	errorsReceived *prometheus.CounterVec
 	pings          *prometheus.CounterVec
-	pingOK         prometheus.Counter
-	pingTimeout    prometheus.Counter
-	pingError      prometheus.Counter
-	chunkRetries   prometheus.Counter
-	clientStalls   prometheus.Counter
-	systemErrs     *prometheus.CounterVec
+	PingOK         prometheus.Counter
+	PingTimeout    prometheus.Counter
+	PingError      prometheus.Counter
+	ChunkRetries   prometheus.Counter
+	ClientStalls   prometheus.Counter
+	SystemErrs     *prometheus.CounterVec
 }
 
-func newReverseMetrics() *reverseMetrics {
-	m := &reverseMetrics{Metrics: NewMetricsFor("reverse")}
+func NewReverseMetrics() *ReverseMetrics {
+	m := &ReverseMetrics{Metrics: NewMetricsFor("reverse")}
 	f := m.f
 	m.bytesInlineToServer = m.bytes.WithLabelValues(pathInline, "out")
 	m.bytesInlineFromServer = m.bytes.WithLabelValues(pathInline, "in")
@@ -48,18 +48,18 @@ func newReverseMetrics() *reverseMetrics {
 	m.errorsReceived = f.counterVec(metricname.RDMAErrorsReceivedTotal, "RDMA_ERROR answers received from the server, by code (ERR_VERS, ERR_CHUNK).", "code")
 	m.pings = f.counterVec(metricname.BackendPingsTotal,
 		"NULL calls sent on the reserve credit to check an idle RDMA connection (RFC 8267 §6.7.2), by result (ok; timeout: unanswered within reverse.ping_timeout, the connection is re-established; error: the call failed).", "result")
-	m.pingOK = m.pings.WithLabelValues("ok")
-	m.pingTimeout = m.pings.WithLabelValues("timeout")
-	m.pingError = m.pings.WithLabelValues("error")
-	m.chunkRetries = f.counter(metricname.ReplyChunkRetriesTotal, "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
-	m.clientStalls = f.counter(metricname.ClientBackpressureTotal, "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
-	m.systemErrs = f.counterVec(metricname.GatewayErrorRepliesTotal,
+	m.PingOK = m.pings.WithLabelValues("ok")
+	m.PingTimeout = m.pings.WithLabelValues("timeout")
+	m.PingError = m.pings.WithLabelValues("error")
+	m.ChunkRetries = f.counter(metricname.ReplyChunkRetriesTotal, "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
+	m.ClientStalls = f.counter(metricname.ClientBackpressureTotal, "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
+	m.SystemErrs = f.counterVec(metricname.GatewayErrorRepliesTotal,
 		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; connection_lost: the RDMA connection failed 3 times while the call was outstanding; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped).", "reason")
 	return m
 }
 
 // CallSent counts a call's bytes by the path they took to the server.
-func (m *reverseMetrics) CallSent(kind rdmarpc.CallKind, inline, exposed int) {
+func (m *ReverseMetrics) CallSent(kind rdmarpc.CallKind, inline, exposed int) {
 	m.opSend.Inc()
 	m.bytesInlineToServer.Add(float64(inline))
 	switch kind {
@@ -73,7 +73,7 @@ func (m *reverseMetrics) CallSent(kind rdmarpc.CallKind, inline, exposed int) {
 }
 
 // ReplyReceived counts a reply's bytes by the path they came.
-func (m *reverseMetrics) ReplyReceived(kind rdmarpc.ReplyKind, inline, written int) {
+func (m *ReverseMetrics) ReplyReceived(kind rdmarpc.ReplyKind, inline, written int) {
 	m.opRecv.Inc()
 	if kind == rdmarpc.ReplyReplyChunk {
 		m.bytesReplyChunkIn.Add(float64(inline))
@@ -87,22 +87,22 @@ func (m *reverseMetrics) ReplyReceived(kind rdmarpc.ReplyKind, inline, written i
 }
 
 // ErrorReceived counts an RDMA_ERROR from the server.
-func (m *reverseMetrics) ErrorReceived(code rdmarpc.ErrorCode) {
+func (m *ReverseMetrics) ErrorReceived(code rdmarpc.ErrorCode) {
 	m.errorsReceived.WithLabelValues(code.String()).Inc()
 }
 
 // ConnUp counts an RDMA connection to the server established.
-func (m *reverseMetrics) ConnUp() { m.backendConns.Inc() }
+func (m *ReverseMetrics) ConnUp() { m.backendConns.Inc() }
 
 // ConnDown counts its end.
-func (m *reverseMetrics) ConnDown(error) { m.backendConns.Dec() }
+func (m *ReverseMetrics) ConnDown(error) { m.backendConns.Dec() }
 
 // Dropped and RDMAFailed are the shared Metrics' (engine drops, failed
 // work requests); they are listed to show the interface is complete.
-var _ rdmarpc.RequesterMetrics = (*reverseMetrics)(nil)
+var _ rdmarpc.RequesterMetrics = (*ReverseMetrics)(nil)
 
-func (m *reverseMetrics) Dropped(reason rdmarpc.DropReason) { m.engine().Dropped(reason) }
+func (m *ReverseMetrics) Dropped(reason rdmarpc.DropReason) { m.engine().Dropped(reason) }
 
-func (m *reverseMetrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
+func (m *ReverseMetrics) RDMAFailed(op verbs.Opcode, status verbs.Status) {
 	m.engine().RDMAFailed(op, status)
 }

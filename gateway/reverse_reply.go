@@ -15,15 +15,15 @@ import (
 func (s *revSlot) serve() {
 	c := s.c
 	defer s.releaseItems()
-	c.met.creditsInUse.Inc()
-	defer c.met.creditsInUse.Dec()
+	c.met.CreditsInUse.Inc()
+	defer c.met.CreditsInUse.Dec()
 	sent := time.Now()
 	err := s.callWithRetry()
 	if err != nil {
 		s.callFailed(err)
 		return
 	}
-	c.met.observe(c.met.backendLatency, sent)
+	c.met.Observe(c.met.BackendLatency, sent)
 	st, err := s.replyVec()
 	if err != nil {
 		s.res.Release()
@@ -38,11 +38,11 @@ func (s *revSlot) serve() {
 	s.res.Release()
 	if werr != nil {
 		c.log.Debug("reply not sent: client connection gone", "peer", c.peer, "xid", s.xid, "error", werr)
-		c.met.callDropped("client_gone")
+		c.met.CallDropped("client_gone")
 		return
 	}
-	c.met.observe(c.met.callLatency, s.received)
-	s.stats.reply(c.met.Metrics, st).Inc()
+	c.met.Observe(c.met.CallLatency, s.received)
+	s.stats.Reply(c.met.Metrics, st).Inc()
 }
 
 // callWithRetry calls, and retries with a new XID and a larger Reply
@@ -78,7 +78,7 @@ func (s *revSlot) callWithRetry() error {
 		xid := c.link.nextXID()
 		binary.BigEndian.PutUint32(s.scratch, xid) // the RPC header's XID
 		s.msg.XID = xid
-		c.met.chunkRetries.Inc()
+		c.met.ChunkRetries.Inc()
 		c.log.Debug("server answered ERR_CHUNK; retrying with a larger Reply chunk", "peer", c.peer,
 			"xid", s.xid, "retry_xid", xid, "reply_chunk", s.plan.ReplyChunk)
 	}
@@ -88,19 +88,19 @@ func (s *revSlot) callWithRetry() error {
 // results as received, each READ/READLINK body spliced back from the
 // buffer the server RDMA-wrote it into, with its XDR pad
 // (ulb.SpliceReply).
-func (s *revSlot) replyVec() (replyStatus, error) {
+func (s *revSlot) replyVec() (ReplyStatus, error) {
 	in := s.res.Inline
 	var h oncrpc.ReplyHeader
 	n, err := h.Decode(in)
 	if err != nil {
-		return statusUnparsable, err
+		return StatusUnparsable, err
 	}
-	st := replyStatusOf(&h)
+	st := ReplyStatusOf(&h)
 	s.vec = append(s.vec[:0], in[:n])
 	var spliced bool
-	s.vec, spliced, err = ulb.SpliceReply(s.vec, &s.walk, s.prog, s.vers, s.proc, st == statusSuccess,
+	s.vec, spliced, err = ulb.SpliceReply(s.vec, &s.walk, s.prog, s.vers, s.proc, st == StatusSuccess,
 		in[n:], s.res.Chunks, s.plan.WriteChunks)
-	if err == nil && !spliced && st == statusSuccess && s.ddp {
+	if err == nil && !spliced && st == StatusSuccess && s.ddp {
 		// Whole and ours (a receive or Reply chunk buffer): lower the
 		// transfer sizes the server advertises to ours.
 		ulb.CapLimits(s.prog, s.vers, s.proc, in[n:], &s.c.r.carry)
@@ -122,7 +122,7 @@ func (s *revSlot) callFailed(err error) {
 		if errors.Is(err, errGaveUp) || c.link.gone() {
 			reason = "backend_gone"
 		}
-		c.met.callDropped(reason)
+		c.met.CallDropped(reason)
 	case errors.Is(err, rdmarpc.ErrXIDInUse):
 		// The client retransmitted a call whose XID is still at the
 		// server: dropped, and the first call's reply answers it. This
@@ -138,7 +138,7 @@ func (s *revSlot) callFailed(err error) {
 		// client doing that breaks RFC 5531's XID rules and is dropped
 		// here.)
 		c.log.Warn("call with a duplicate XID dropped", "peer", c.peer, "xid", s.xid)
-		c.met.callDropped("duplicate_xid")
+		c.met.CallDropped("duplicate_xid")
 	case errors.Is(err, rdmarpc.ErrRemoteChunk), errors.Is(err, rdmarpc.ErrRemoteVersion):
 		c.log.Warn("server refused the call (RDMA_ERROR); client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid,
 			"program", s.prog, "version", s.vers, "procedure", ulb.ProcName(s.prog, s.vers, s.proc),
@@ -150,7 +150,7 @@ func (s *revSlot) callFailed(err error) {
 			"reply_chunk", s.plan.ReplyChunk, "error", err)
 		s.systemErr("connection_lost")
 	case errors.Is(err, rdmarpc.ErrBadReply):
-		c.met.backendError("protocol")
+		c.met.BackendError("protocol")
 		c.log.Warn("malformed reply from the server; client gets SYSTEM_ERR", "peer", c.peer, "xid", s.xid, "error", err)
 		s.systemErr("bad_reply")
 	default:
@@ -162,11 +162,11 @@ func (s *revSlot) callFailed(err error) {
 // systemErr answers the call with SYSTEM_ERR.
 func (s *revSlot) systemErr(reason string) {
 	c := s.c
-	c.met.systemErrs.WithLabelValues(reason).Inc()
+	c.met.SystemErrs.WithLabelValues(reason).Inc()
 	rh := oncrpc.SystemErrReply(s.xid)
 	if err := s.replyHeaderOnly(&rh); err != nil {
-		c.met.callDropped("client_gone")
+		c.met.CallDropped("client_gone")
 		return
 	}
-	s.stats.reply(c.met.Metrics, statusSystemErr).Inc()
+	s.stats.Reply(c.met.Metrics, StatusSystemErr).Inc()
 }

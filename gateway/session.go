@@ -74,7 +74,7 @@ type session struct {
 
 	bc bcSession // NFSv4.1 callbacks (backchannel.go)
 
-	ops    *clientOps     // live view and drain (ops.go, ops_forward.go)
+	ops    *ClientOps     // live view and drain (ops.go, ops_forward.go)
 	dialer *backendDialer // the backend connection's addresses, for the live view
 	be     beState        // backend connection health (backend.go)
 }
@@ -89,8 +89,8 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *M
 		wake:       make(chan struct{}, 1),
 	}
 	s.initBackchannel()
-	s.ops = new(clientOps)
-	s.ops.init(time.Now())
+	s.ops = new(ClientOps)
+	s.ops.Init(time.Now())
 	return s
 }
 
@@ -99,7 +99,7 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *Config, log hclog.Logger, met *M
 // the call and wakes the backend writer.
 func (s *session) ServeCall(call *rdmarpc.Call) {
 	now := time.Now()
-	s.met.creditsInUse.Inc()
+	s.met.CreditsInUse.Inc()
 	var h oncrpc.CallHeader
 	hdr := s.callHeaderBytes(&call.Msg)
 	if _, err := h.Decode(hdr); err != nil {
@@ -111,12 +111,12 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 	pc.prog, pc.vers, pc.proc = h.Prog, h.Vers, h.Proc
 	wrapped, gerr := oncrpc.GSSBodyWrapped(h.Cred)
 	pc.ddp = !wrapped && gerr == nil
-	pc.stats = s.met.proc(h.Prog, h.Vers, h.Proc)
-	pc.stats.calls.Inc()
-	s.ops.touch(now)
+	pc.stats = s.met.Proc(h.Prog, h.Vers, h.Proc)
+	pc.stats.Calls.Inc()
+	s.ops.Touch(now)
 
 	s.mu.Lock()
-	if s.ops.draining.Load() {
+	if s.ops.Draining.Load() {
 		s.pending.put(pc)
 		s.mu.Unlock()
 		s.drop(call, "draining")
@@ -196,10 +196,10 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error
 	default:
 		rh, reason = oncrpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
-	s.met.callEvent(reason, s.peer, h.XID, "error", err) // logging.go
+	s.met.CallEvent(reason, s.peer, h.XID, "error", err) // logging.go
 	// Counted before the answer goes out, so a client holding the answer
 	// finds it counted.
-	s.met.callDropped(reason)
+	s.met.CallDropped(reason)
 	if rerr := s.replyWithHeader(call, &rh); rerr != nil {
 		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
 	}
@@ -211,7 +211,7 @@ func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) er
 	if err != nil {
 		// No memory for a few bytes of answer: the answer cannot be
 		// sent, so the connection closes (RFC 8166 §4.5.4).
-		s.met.creditsInUse.Dec()
+		s.met.CreditsInUse.Dec()
 		call.Drop()
 		s.rc.CloseUnsendable(call.XID(), "RPC error reply")
 		return err
@@ -224,15 +224,15 @@ func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) er
 	var msg rdmarpc.Message
 	msg.XID = rh.XID
 	msg.Append(rdmarpc.Piece{Data: e.Bytes(), Buf: buf})
-	s.met.creditsInUse.Dec()
+	s.met.CreditsInUse.Dec()
 	return call.Reply(&msg)
 }
 
 // drop abandons a call that will get no reply.
 func (s *session) drop(call *rdmarpc.Call, reason string) {
-	s.met.callDropped(reason)
-	s.met.callEvent(reason, s.peer, call.XID()) // logging.go
-	s.met.creditsInUse.Dec()
+	s.met.CallDropped(reason)
+	s.met.CallEvent(reason, s.peer, call.XID()) // logging.go
+	s.met.CreditsInUse.Dec()
 	call.Drop()
 }
 
@@ -246,7 +246,7 @@ func (s *session) getPending() *pendingCall {
 // deliver hands pc's finished reply to the engine, unless the session is
 // tearing down (then the reply is discarded and the call dropped by
 // teardown). It is called by the backend reader.
-func (s *session) deliver(pc *pendingCall, st replyStatus) {
+func (s *session) deliver(pc *pendingCall, st ReplyStatus) {
 	if !s.takeAnswered(pc) {
 		// Not ours any more (cannot happen while the reader runs).
 		pc.reply.ReleaseBuffers()
@@ -319,10 +319,10 @@ func (s *session) finishAnswer(pc *pendingCall) {
 
 // sendReply is deliver's answer (finishAnswer).
 func (s *session) sendReply(pc *pendingCall) {
-	s.ops.touch(time.Now())
-	s.met.observe(s.met.callLatency, pc.received)
-	pc.stats.reply(s.met, pc.status).Inc()
-	s.met.creditsInUse.Dec()
+	s.ops.Touch(time.Now())
+	s.met.Observe(s.met.CallLatency, pc.received)
+	pc.stats.Reply(s.met, pc.status).Inc()
+	s.met.CreditsInUse.Dec()
 	if err := pc.call.Reply(&pc.reply); err != nil {
 		s.log.Debug("reply not sent: client connection gone", "peer", s.peer, "xid", pc.xid, "error", err)
 	}
@@ -399,7 +399,7 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 	s.teardown(reason)
 	s.rc.Close()
 	why := closeReason(serveErr, s.giveUp, ctx.Err() != nil)
-	s.met.connClosed(why)
+	s.met.ConnClosed(why)
 	if why == "error" {
 		s.log.Warn("client connection failed", "peer", s.peer, "error", errString(serveErr))
 	} else {

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Checks that package imports point downward only (README "Layout"):
 #
-#   xdr < oncrpc, verbs/* < tcprpc, rdmarpc, ulb < gateway/* < cmd/*, e2e/*, deploy
+#   xdr < oncrpc, verbs/* < tcprpc, rdmarpc, ulb < gateway (shared pieces:
+#   gateway, gateway/internal/*, gateway/metricname, gateway/auxrelay)
+#   < gateway/forward, gateway/reverse < gateway/internal/modetest (tests
+#   of both modes together) < cmd/*, e2e/*, deploy
+#
+# forward and reverse sit on one layer and never import each other.
 #
 # For every package (with and without the ibverbs build tag, and with its
 # tests), each project package among its dependencies (`go list -deps`,
@@ -21,9 +26,16 @@ function layer(p) {
 	if (p == "xdr") return 0
 	if (p == "oncrpc" || p == "verbs" || p ~ /^verbs\//) return 1
 	if (p == "tcprpc" || p == "rdmarpc" || p == "ulb") return 2
+	if (p == "gateway/internal/modetest") return 3.6
+	if (p ~ /^gateway\/(forward|reverse)(\/|$)/) return 3.5
 	if (p == "gateway" || p ~ /^gateway\//) return 3
 	if (p ~ /^(cmd|e2e)\// || p == "deploy") return 4
 	return -1 # internal/*: no layer
+}
+function mode(p) {
+	if (p ~ /^gateway\/forward(\/|$)/) return "forward"
+	if (p ~ /^gateway\/reverse(\/|$)/) return "reverse"
+	return ""
 }
 {
 	pkg = $1
@@ -40,8 +52,12 @@ function layer(p) {
 		if (d == pkg || $i ~ /\[/) continue
 		ld = layer(d)
 		if (!(d in seen)) seen[d] = 1
+		if (mode(pkg) != "" && mode(d) != "" && mode(pkg) != mode(d)) {
+			printf "SIDEWAYS: %s depends on %s (the modes never import each other)\n", pkg, d
+			bad = 1
+		}
 		if (l >= 0 && ld > l) {
-			printf "UPWARD: %s (layer %d) depends on %s (layer %d)\n", pkg, l, d, ld
+			printf "UPWARD: %s (layer %s) depends on %s (layer %s)\n", pkg, l, d, ld
 			bad = 1
 		}
 		if (index(" " deps " ", " " d " ") == 0) deps = deps " " d
@@ -52,6 +68,6 @@ function layer(p) {
 END {
 	for (p in out) print out[p] | "sort -k2"
 	close("sort -k2")
-	if (bad) { print "import graph: an import points upward"; exit 1 }
+	if (bad) { print "import graph: an import points upward or sideways"; exit 1 }
 	print "import graph: all imports point downward"
 }'

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"time"
-
-	"github.com/rdmagw/rdmagw/rdmarpc"
 )
 
 // ConnectionsConfig (forward mode) gives every RDMA client a fair share of
@@ -37,14 +35,12 @@ type ConnectionsConfig struct {
 
 // Defaults of the connections section.
 const (
-	DefaultMaxConnections   = 1024
-	DefaultMaxPerAddress    = 64
-	DefaultIdleTimeout      = 10 * time.Minute
-	DefaultReplyTimeout     = 30 * time.Second
-	DefaultMaxCallMemory    = 32 << 20
-	DefaultMaxReplyMemory   = 32 << 20
-	callMemoryShareOfPool   = 2 // all calls together hold at most pool.max_bytes / 2
-	recvPoolSlabConnections = 4 // receive pool slabs hold this many connections' receives
+	DefaultMaxConnections = 1024
+	DefaultMaxPerAddress  = 64
+	DefaultIdleTimeout    = 10 * time.Minute
+	DefaultReplyTimeout   = 30 * time.Second
+	DefaultMaxCallMemory  = 32 << 20
+	DefaultMaxReplyMemory = 32 << 20
 )
 
 // DefaultConnections is the connections section of DefaultConfig.
@@ -77,46 +73,4 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 	if n.MaxReplyMemory < 0 {
 		bad("connections.max_reply_memory", "must not be negative (got %v)", n.MaxReplyMemory)
 	}
-}
-
-// responderConfig is the engine configuration of a client connection
-// made under cfg.
-func (f *Forward) responderConfig(cfg *Config, met rdmarpc.ResponderMetrics) rdmarpc.ResponderConfig {
-	return rdmarpc.ResponderConfig{
-		Credits:             cfg.RDMA.Credits,
-		InlineRecv:          int(cfg.RDMA.InlineRecv),
-		InlineSend:          int(cfg.RDMA.InlineSend),
-		MaxReadsOutstanding: cfg.RDMA.MaxReadsOutstanding,
-		Limits:              cfg.RDMALimits(),
-		Pool:                f.Pool,
-		RecvPool:            f.recvPool,
-		Logger:              f.log.Named("rdma"),
-		Metrics:             met,
-		Backchannel:         cfg.ResponderBackchannel(),
-		MaxCallBytes:        int(cfg.Connections.MaxCallMemory),
-		CallQuota:           f.callQuota,
-		ReplyTimeout:        cfg.Connections.ReplyTimeout,
-		IdleTimeout:         cfg.Connections.IdleTimeout,
-	}
-}
-
-// openRecvPool makes the pool the connections' receive buffers come from:
-// apart from the data pool, sized for connections.max connections, so
-// that idle connections never take memory calls and replies need, and
-// the other way round. A reload that raises connections.max raises its
-// ceiling (admit); the receives per connection need a restart.
-func (f *Forward) openRecvPool() error {
-	rc := f.responderConfig(f.cfg, nil)
-	perConn := rc.Receives() * int(f.cfg.RDMA.InlineRecv)
-	p, err := rdmarpc.NewPool(f.PD, rdmarpc.PoolConfig{
-		MaxBytes:  f.cfg.Connections.Max * perConn,
-		SlabBytes: recvPoolSlabConnections * perConn,
-		Classes:   []int{int(f.cfg.RDMA.InlineRecv)},
-	})
-	if err != nil {
-		return err
-	}
-	f.recvPool, f.recvPerConn = p, perConn
-	f.callQuota = rdmarpc.NewQuota(int64(f.cfg.Pool.MaxBytes)/callMemoryShareOfPool, nil)
-	return nil
 }

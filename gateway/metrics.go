@@ -394,26 +394,6 @@ func (m *Metrics) Observe(h prometheus.Histogram, since time.Time) {
 	h.Observe(time.Since(since).Seconds())
 }
 
-// closeReason classifies why a client connection ended, for
-// rdmagw_connections_closed_total.
-func closeReason(serveErr error, giveUp, shutdown bool) string {
-	switch {
-	case giveUp:
-		return "backend_gone"
-	case shutdown:
-		return "shutdown"
-	case errors.Is(serveErr, rdmarpc.ErrIdleTimeout):
-		return "idle"
-	case errors.Is(serveErr, rdmarpc.ErrReplyTimeout):
-		return "reply_timeout"
-	case errors.Is(serveErr, rdmarpc.ErrReplyUnsendable):
-		return "reply_unsendable"
-	case serveErr == nil, errors.Is(serveErr, rdmarpc.ErrConnClosed), errors.Is(serveErr, verbs.ErrClosed):
-		return "client"
-	}
-	return "error"
-}
-
 // factory registers metrics on one registry.
 type factory struct{ reg prometheus.Registerer }
 

@@ -125,25 +125,6 @@ func (o *ClientOps) Fill(si *SessionInfo, now time.Time) {
 	si.Draining = o.Draining.Load()
 }
 
-// sessionMetrics counts one forward client's RDMA bytes for the live
-// view and passes every event on to the gateway's metrics.
-type sessionMetrics struct {
-	rdmarpc.ResponderMetrics
-	ops *ClientOps
-}
-
-// CallReceived implements rdmarpc.ResponderMetrics.
-func (m sessionMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
-	m.ops.In.Add(uint64(inline + chunk))
-	m.ResponderMetrics.CallReceived(kind, inline, chunk)
-}
-
-// ReplySent implements rdmarpc.ResponderMetrics.
-func (m sessionMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
-	m.ops.Out.Add(uint64(inline + written))
-	m.ResponderMetrics.ReplySent(kind, inline, written)
-}
-
 // ClientTable is a gateway's live client connections. Each has its own
 // context, ended to disconnect it at the end of a drain.
 type ClientTable struct {
@@ -397,4 +378,15 @@ func LogDrain(log hclog.Logger, res DrainResult) {
 		return
 	}
 	log.Info("drained: every call in flight answered", "clients", res.Clients)
+}
+
+// CountRecord counts a reply record sent to a TCP client (its record
+// marks included, one per MaxFragmentLen).
+func (o *ClientOps) CountRecord(vec [][]byte) {
+	n := 0
+	for _, b := range vec {
+		n += len(b)
+	}
+	o.Out.Add(uint64(n + 4 + n/(1<<31-1)*4))
+	o.Touch(time.Now())
 }

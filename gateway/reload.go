@@ -32,25 +32,6 @@ import (
 // liveFields change at once, in both modes.
 var liveFields = []string{"log.level", "listen.allowed_networks", "metrics.sessions", "shutdown.drain_timeout"}
 
-// connFields (forward mode) apply to client connections made after the
-// reload: the engine's and the session's settings are taken per
-// connection (Forward.serveClient, Forward.responderConfig), and the
-// connection limits at each connection request. Not rdma.credits,
-// rdma.inline_recv, backchannel.max_calls nor backchannel.disabled: they
-// set the receives of a connection, and the receive pool is sized for
-// connections.max of them at start (openRecvPool).
-var connFields = []string{"rdma.inline_send", "rdma.max_reads_outstanding", "rdma.limits.",
-	"backchannel.queue", "backchannel.timeout",
-	"backend.connect_timeout", "backend.reserved_source_port", "backend.reconnect_backoff_initial",
-	"backend.reconnect_backoff_max", "backend.give_up_after", "backend.max_reply_bytes",
-	"backend.ping_interval", "backend.ping_timeout", "backend.reconnect_grace",
-	"connections.max", "connections.max_per_address", "connections.idle_timeout",
-	"connections.reply_timeout", "connections.max_call_memory", "connections.max_reply_memory"}
-
-// reverseConnFields: none yet; reverse mode reads its settings from the
-// gateway's one configuration throughout (restart to change them).
-var reverseConnFields []string
-
 // ReloadResult says what a reload changed, by field path (as in the YAML).
 type ReloadResult struct {
 	Applied        []string `json:"applied"`         // in force for every client now
@@ -184,22 +165,6 @@ type peerAddr string
 func (a peerAddr) Network() string { return "" }
 func (a peerAddr) String() string  { return string(a) }
 
-// Reconfigure applies a new configuration (Reload above says what
-// changes and when). next must be valid (LoadConfig validates it); an
-// error changes nothing. It also counts the reload in
-// rdmagw_config_reloads_total.
-func (f *Forward) Reconfigure(next *Config) (ReloadResult, error) {
-	res, err := f.reload.Reconfigure(next, connFields, func(c *Config) { f.reload.ApplyLive(c, f.log, f.metrics) })
-	return f.met.Reloaded(f.log, res, err, f.clients.OutsideAllowed(&f.reload))
-}
-
-// Reconfigure is Forward.Reconfigure for reverse mode, where only the
-// live fields change without a restart.
-func (r *Reverse) Reconfigure(next *Config) (ReloadResult, error) {
-	res, err := r.reload.Reconfigure(next, reverseConnFields, func(c *Config) { r.reload.ApplyLive(c, r.log, r.metrics) })
-	return r.met.Metrics.Reloaded(r.log, res, err, r.clients.OutsideAllowed(&r.reload))
-}
-
 // ReloadRejected counts and logs a reload whose file could not be loaded
 // (LoadConfig's error): nothing changed.
 func (m *Metrics) ReloadRejected(log hclog.Logger, err error) {
@@ -274,9 +239,3 @@ func matchField(path string, fields []string) bool {
 	}
 	return false
 }
-
-// Config is the configuration in force (after the reloads so far).
-func (f *Forward) Config() *Config { return f.reload.Current() }
-
-// Config is the configuration in force (after the reloads so far).
-func (r *Reverse) Config() *Config { return r.reload.Current() }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 )
 
@@ -63,7 +64,7 @@ func TestBenchEmbedded(t *testing.T) {
 // gateway started here, and directly.
 func TestBenchGaneshaV41(t *testing.T) {
 	g := nfstest.StartGanesha(t)
-	gw := nfstest.StartGateway(t, g.NFSAddr)
+	gw := forwardtest.Start(t, g.NFSAddr)
 	got := runBenchJSON(t, "-gateway", gw.Addr().String(), "-backend", g.NFSAddr, "-vers", "4.1",
 		"-export", g.Export, "-duration", "1s", "-ops", "getattr,write-1m,read-4k", "-size", "4MiB", "-concurrency", "4")
 	checkBench(t, got, "getattr", "write-1m", "read-4k")
@@ -73,7 +74,7 @@ func TestBenchGaneshaV41(t *testing.T) {
 // against ganesha (MOUNT on its own port).
 func TestBenchTable(t *testing.T) {
 	g := nfstest.StartGanesha(t)
-	gw := nfstest.StartGateway(t, g.NFSAddr)
+	gw := forwardtest.Start(t, g.NFSAddr)
 	_, mport, _ := strings.Cut(g.MountAddr, ":")
 	var out, errb bytes.Buffer
 	rc := run([]string{"bench", "-gateway", gw.Addr().String(), "-backend", g.NFSAddr, "-mountport", mport,

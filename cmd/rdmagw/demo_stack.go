@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/forward"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsmem"
 	"github.com/rdmagw/rdmagw/rdmarpc"
@@ -21,7 +22,7 @@ import (
 // provider on loopback, as `rdmagw demo` and `rdmagw bench -embedded`
 // use it.
 type localGateway struct {
-	fwd    *gateway.Forward
+	fwd    *forward.Gateway
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -43,7 +44,7 @@ func startLocalGateway(backend, metricsListen string, log hclog.Logger) (*localG
 	}
 	cfg.Metrics.Listen = metricsListen
 	cfg.Pool.MaxBytes = 256 << 20
-	fwd, err := gateway.NewForward(&cfg, log)
+	fwd, err := forward.New(&cfg, log)
 	if err != nil {
 		return nil, err
 	}

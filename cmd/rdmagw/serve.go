@@ -13,9 +13,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/forward"
+	"github.com/rdmagw/rdmagw/gateway/reverse"
 	"github.com/rdmagw/rdmagw/internal/sdnotify"
 	"github.com/rdmagw/rdmagw/internal/version"
-
 	// The pure-Go provider is always linked; ibverbs comes with the
 	// ibverbs build tag (provider_ibverbs.go).
 	_ "github.com/rdmagw/rdmagw/verbs/iwarp"
@@ -91,9 +92,9 @@ type gatewayRunner interface {
 // startGateway builds the gateway of cfg.Mode.
 func startGateway(cfg *gateway.Config, log hclog.Logger) (gatewayRunner, error) {
 	if cfg.Mode == "reverse" {
-		return gateway.NewReverse(cfg, log)
+		return reverse.New(cfg, log)
 	}
-	return gateway.NewForward(cfg, log)
+	return forward.New(cfg, log)
 }
 
 // daemon is a running `rdmagw serve`: the gateway, its systemd

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/internal/nfstest/ganesha"
@@ -98,7 +99,7 @@ func cbPathDown(flags uint32) bool {
 // callback path down.
 func TestV41DelegationRecallThroughGateway(t *testing.T) {
 	g := startDelegGanesha(t)
-	gw := nfstest.StartGateway(t, g.NFSAddr)
+	gw := forwardtest.Start(t, g.NFSAddr)
 	ctx := nfstest.Ctx(t)
 	old := bytes.Repeat([]byte("old data "), 1000)
 

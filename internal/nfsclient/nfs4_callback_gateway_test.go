@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
+	"github.com/rdmagw/rdmagw/gateway/reverse/reversetest"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/oncrpc"
@@ -154,7 +156,7 @@ func acceptedBody(t *testing.T, rec []byte, xid uint32) []byte {
 func TestV41CallbacksThroughGateway(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	px := startCBProxy(t, g.NFSAddr)
-	gw := nfstest.StartGateway(t, px.ln.Addr().String())
+	gw := forwardtest.Start(t, px.ln.Addr().String())
 	ctx := nfstest.Ctx(t)
 	a := &nfsclient.V4{T: nfstest.DialRDMA(t, ctx, gw.Addr().String()), Callbacks: true}
 	exchangeCallbacks(t, ctx, px, a, g.Export)
@@ -179,8 +181,8 @@ func TestV41CallbacksThroughGateway(t *testing.T) {
 func TestV41CallbacksThroughReverseGateway(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	px := startCBProxy(t, g.NFSAddr)
-	fwd := nfstest.StartGateway(t, px.ln.Addr().String())
-	rev := nfstest.StartReverseWith(t, fwd.Addr().String(), nil, nil)
+	fwd := forwardtest.Start(t, px.ln.Addr().String())
+	rev := reversetest.StartWith(t, fwd.Addr().String(), nil, nil)
 	ctx := nfstest.Ctx(t)
 	tr, err := nfsclient.DialTCP(ctx, rev.Addr().String())
 	if err != nil {
@@ -332,8 +334,8 @@ func TestReverseGatewayCallbackBounds(t *testing.T) {
 	// The forward gateway's credit for the unanswered callback must come
 	// back too (it grants one until the first backward reply).
 	short := func(c *gateway.Config) { c.Backchannel.Timeout = 300 * time.Millisecond }
-	fwd := nfstest.StartGatewayWith(t, px.ln.Addr().String(), short, nil)
-	rev := nfstest.StartReverseWith(t, fwd.Addr().String(), short, nil)
+	fwd := forwardtest.StartWith(t, px.ln.Addr().String(), short, nil)
+	rev := reversetest.StartWith(t, fwd.Addr().String(), short, nil)
 	conn, err := net.Dial("tcp", rev.Addr().String())
 	if err != nil {
 		t.Fatal(err)

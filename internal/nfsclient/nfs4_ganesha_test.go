@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/internal/gwstats"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
@@ -50,7 +51,7 @@ func TestV41GaneshaTCP(t *testing.T) {
 // travels in Read chunks.
 func TestV41GaneshaRDMA(t *testing.T) {
 	g := nfstest.StartGanesha(t)
-	gw := nfstest.StartGateway(t, g.NFSAddr)
+	gw := forwardtest.Start(t, g.NFSAddr)
 	ctx := nfstest.Ctx(t)
 	tr := nfstest.DialRDMA(t, ctx, gw.Addr().String())
 	v4Suite(t, ctx, tr, g)

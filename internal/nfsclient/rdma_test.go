@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/internal/gwstats"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsmem"
@@ -21,7 +22,7 @@ func TestRDMAThroughGatewayToMem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	gw := nfstest.StartGateway(t, addr.String())
+	gw := forwardtest.Start(t, addr.String())
 	ctx := nfstest.Ctx(t)
 	tr := nfstest.DialRDMA(t, ctx, gw.Addr().String())
 	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
@@ -76,7 +77,7 @@ func TestRDMAThroughGatewayToMem(t *testing.T) {
 // contents checked on ganesha's disk too.
 func TestRDMAThroughGatewayToGanesha(t *testing.T) {
 	g := nfstest.StartGanesha(t)
-	gw := nfstest.StartGateway(t, g.NFSAddr)
+	gw := forwardtest.Start(t, g.NFSAddr)
 	ctx := nfstest.Ctx(t)
 	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
 	if err != nil {

@@ -1,0 +1,640 @@
+package forward
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/internal/redial"
+	"github.com/rdmagw/rdmagw/oncrpc"
+	"github.com/rdmagw/rdmagw/tcprpc"
+	"github.com/rdmagw/rdmagw/ulb"
+	"github.com/rdmagw/rdmagw/xdr"
+)
+
+// runBackend keeps the session's backend connection alive: it runs a
+// writer, a reader and a watchdog (NULL pings, watchBackend) on each
+// connection, and when one fails, closes it, reconnects with exponential
+// backoff and jitter (from the same local port where the OS allows) and
+// re-queues every call still waiting for a reply. A failure episode
+// starts at the first failure of any kind (a refused dial, a broken or
+// hung connection, a reply that cannot be carried); it ends when a
+// connection has carried a reply and lived reconnect_backoff_max. If an
+// episode lasts give_up_after, the RDMA client is disconnected. It
+// returns when ctx ends (the client is gone) or after giving up (nil),
+// or when s.be.pause closes: then it returns the connection, open, with
+// its goroutines stopped between records (park.go), or nil if it had none
+// or could not stop it cleanly.
+func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendDialer) *net.TCPConn {
+	b := &s.cfg.Backend
+	for {
+		up := time.Now()
+		err := s.serveBackend(ctx, conn)
+		if errors.Is(err, errPaused) {
+			return conn
+		}
+		if ctx.Err() != nil || s.pausing() {
+			if s.pausing() && err != nil {
+				s.log.Info("backend connection not kept for the client's reconnect", "peer", s.peer,
+					"backend_local", localAddr(conn), "error", err)
+			}
+			return nil
+		}
+		now := time.Now()
+		if s.be.gotReply.Load() && now.Sub(up) >= b.ReconnectMax {
+			s.be.backoff.Reset() // the last episode is over
+			s.be.since = time.Time{}
+		}
+		if s.be.since.IsZero() {
+			s.be.since = now
+		}
+		s.log.Warn("backend connection lost; reconnecting", "peer", s.peer,
+			"backend", d.addr, "local", localAddr(conn), "error", err)
+		conn = s.reconnect(ctx, d)
+		if conn == nil {
+			return nil
+		}
+		s.met.BackendReconnects.Inc()
+		s.resetBackchannel()
+		n := s.requeueAll()
+		s.log.Info("backend reconnected", "peer", s.peer, "backend", d.addr,
+			"local", localAddr(conn), "same_port", d.samePort, "resent_calls", n)
+	}
+}
+
+// beState is a session's backend connection health. The backend loop
+// (runBackend, reconnect) owns failures and since; the ping fields are
+// guarded by the session's mutex.
+type beState struct {
+	backoff redial.Backoff // the waits of the current episode: each failure doubles the next
+	since   time.Time      // the episode's first failure; zero while healthy
+
+	// Per connection, reset by serveBackend.
+	gotReply atomic.Bool  // a reply to a call or a ping arrived
+	lastRecv atomic.Int64 // when the last record from the server started, or the reader last waited on our side (Unix ns)
+	// localWait: the reader is held up on the gateway's side (waiting for
+	// pool memory within the connection's share, or for the client to
+	// take replies), so silence from the server proves nothing.
+	localWait atomic.Bool
+
+	pingDue  bool   // the writer is to send a NULL ping
+	pingOut  bool   // a ping is on the wire, unanswered
+	pingXID  uint32 // its XID, unlike any outstanding call's
+	pingProg uint32 // the program and version of the last call sent
+	pingVers uint32 // (writer only)
+
+	// Parking (park.go): pause closes when the client has gone and the
+	// connection is to be kept; paused is set once serveBackend is
+	// stopping the connection's goroutines for that.
+	pause  chan struct{}
+	paused atomic.Bool
+	// onLeave is called (by run) when the client has gone and the
+	// connection is about to be paused for parking.
+	onLeave func()
+	// rr reads rrConn; kept across a pause so that the bytes it has read
+	// ahead and its place in the record stream are not lost.
+	rr     *tcprpc.RecordReader
+	rrConn *net.TCPConn
+}
+
+// pauseWriteGrace bounds how long parking waits for a call record being
+// written to the backend to finish (serveBackend).
+const pauseWriteGrace = 3 * time.Second
+
+// errPaused: the connection's goroutines stopped for parking.
+var errPaused = errors.New("backend connection paused for a reconnecting client")
+
+// pausing reports whether s.be.pause has closed.
+func (s *session) pausing() bool { return stopped(s.be.pause) }
+
+// maxReplyBreaks: a call during whose reply the backend connection broke
+// this many times is answered SYSTEM_ERR instead of being sent again.
+const maxReplyBreaks = 3
+
+// reconnect waits out the backoff, dials, and repeats until a dial
+// succeeds, ctx ends, or the failure episode has lasted give_up_after;
+// then it disconnects the client and returns nil. Every dial waits
+// first, the first one included, reconnect_backoff_initial doubled per
+// failure of the episode up to reconnect_backoff_max, with jitter.
+func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn {
+	b := &s.cfg.Backend
+	bo := &s.be.backoff
+	bo.Initial, bo.Max, bo.Jitter = b.ReconnectInitial, b.ReconnectMax, true
+	conn, _, err := redial.Dial(ctx, redial.Plan{Backoff: bo, Deadline: s.be.since.Add(b.GiveUpAfter), Stop: s.be.pause,
+		Failed: func(attempt int, _ time.Duration, err error) {
+			s.met.BackendError("connect")
+			s.log.Debug("backend connect failed", "peer", s.peer, "backend", d.addr, "attempt", attempt, "error", err)
+		}}, d.dial)
+	if gu := (*redial.GaveUpError)(nil); errors.As(err, &gu) {
+		s.giveUpBackend(d, gu.Dials, gu.Err)
+	}
+	return conn
+}
+
+// giveUpBackend disconnects the client after give_up_after of failures.
+func (s *session) giveUpBackend(d *backendDialer, dials int, err error) {
+	s.giveUp = true
+	s.met.BackendGiveUps.Inc()
+	s.log.Error("backend failing for give_up_after; giving up and disconnecting the client", "peer", s.peer,
+		"backend", d.addr, "failing_since", s.be.since.Format(time.RFC3339Nano), "failed_dials", dials,
+		"give_up_after", s.cfg.Backend.GiveUpAfter, "error", err)
+	s.rc.Close()
+}
+
+// requeueAll makes the writer send every outstanding call again, in the
+// order the client sent them, and returns how many.
+func (s *session) requeueAll() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendQ = s.sendQ[:0]
+	for _, pc := range s.pending.byXID {
+		pc.onWire.Store(false) // not on the new connection yet
+		s.sendQ = append(s.sendQ, pc)
+	}
+	slices.SortFunc(s.sendQ, func(a, b *pendingCall) int { return cmp.Compare(a.seq, b.seq) })
+	if len(s.sendQ) > 0 {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return len(s.sendQ)
+}
+
+// serveBackend runs the writer, the reader and the watchdog on conn
+// until one fails or ctx ends; it closes conn and returns the first error.
+func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
+	s.be.gotReply.Store(false)
+	s.be.lastRecv.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.be.pingDue, s.be.pingOut = false, false
+	s.mu.Unlock()
+	done := make(chan struct{})
+	// rctx ends with done: the reader's waits for pool memory end with
+	// the connection.
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	var first error
+	stop := func(err error) {
+		once.Do(func() {
+			first = err
+			close(done)
+			cancel()
+			if err != errPaused { // never a connection being parked
+				conn.Close()
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	var werr error
+	go func() {
+		defer wg.Done()
+		werr = s.writeCalls(conn, done)
+		stop(werr)
+	}()
+	go func() {
+		defer wg.Done()
+		stop(s.readReplies(rctx, conn, done))
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.watchBackend(done); err != nil {
+			stop(err)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		stop(ctx.Err())
+	case <-done:
+	case <-s.be.pause:
+		// Stop the goroutines without closing: the read deadline wakes a
+		// blocked read (the record reader resumes where it stopped); the
+		// writer stops between records, and a record it is writing may
+		// finish for up to pauseWriteGrace (the client's reconnect waits
+		// that long in claim): cut, it would spoil the stream, and the
+		// connection could not be kept. A writer blocked by a slow
+		// server is the common case when a client reconnects after a
+		// timeout. done first: a goroutine woken by the deadline must
+		// find the stop taken (its own stop would close conn).
+		once.Do(func() { first = errPaused; close(done); cancel() })
+		s.be.paused.Store(true)
+		conn.SetReadDeadline(time.Now())
+		conn.SetWriteDeadline(time.Now().Add(pauseWriteGrace))
+		wg.Wait()
+		s.be.paused.Store(false)
+		switch {
+		case first != errPaused:
+			conn.Close()
+			return first
+		case werr != nil: // not errPaused: nothing to keep
+			conn.Close()
+			return fmt.Errorf("backend connection not kept: a record was cut by the pause: %w", werr)
+		}
+		conn.SetDeadline(time.Time{})
+		return errPaused
+	}
+	wg.Wait()
+	return first
+}
+
+// stopped reports whether done has closed.
+func stopped(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// errBackendSilent: a ping went unanswered for ping_timeout.
+var errBackendSilent = errors.New("backend silent: NULL ping unanswered within backend.ping_timeout")
+
+// watchBackend pings a connection from which nothing arrived for
+// ping_interval, whether idle or with calls outstanding, and returns
+// errBackendSilent when nothing arrives within ping_timeout of a ping
+// being queued (a hung server, or one stalled inside a reply). It
+// returns nil when done closes.
+func (s *session) watchBackend(done <-chan struct{}) error {
+	iv, to := s.cfg.Backend.PingInterval, s.cfg.Backend.PingTimeout
+	if iv <= 0 {
+		return nil
+	}
+	t := time.NewTimer(iv)
+	defer t.Stop()
+	var pingAt time.Time // when the unanswered ping was queued
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+		}
+		now := time.Now()
+		if s.be.localWait.Load() {
+			// The reader is held up by the client or the connection's
+			// memory share; the server may be waiting for us to read.
+			pingAt = time.Time{}
+			s.be.lastRecv.Store(now.UnixNano())
+		}
+		last := time.Unix(0, s.be.lastRecv.Load())
+		if !pingAt.IsZero() && last.After(pingAt) {
+			pingAt = time.Time{} // the server spoke
+		}
+		switch {
+		case pingAt.IsZero() && now.Sub(last) >= iv:
+			pingAt = now
+			s.mu.Lock()
+			s.be.pingDue = true
+			s.mu.Unlock()
+			s.wakeWriter()
+			t.Reset(to)
+		case pingAt.IsZero():
+			t.Reset(iv - now.Sub(last))
+		case now.Sub(pingAt) >= to:
+			s.met.ForwardBackend.PingTimeout.Inc()
+			s.met.BackendError("ping_timeout")
+			s.log.Warn("backend silent: NULL ping unanswered; reconnecting", "peer", s.peer,
+				"silent_for", now.Sub(last).Round(time.Millisecond), "ping_timeout", to)
+			return errBackendSilent
+		default:
+			t.Reset(to - now.Sub(pingAt))
+		}
+	}
+}
+
+// wakeWriter tells the backend writer there is work.
+func (s *session) wakeWriter() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writePing sends the NULL ping the watchdog asked for, if any (writer).
+func (s *session) writePing(rw *tcprpc.RecordWriter, buf []byte) error {
+	s.mu.Lock()
+	if !s.be.pingDue {
+		s.mu.Unlock()
+		return nil
+	}
+	s.be.pingDue = false
+	xid := rand.Uint32()
+	for s.pending.byXID[xid] != nil {
+		xid++
+	}
+	s.be.pingXID, s.be.pingOut = xid, true
+	s.mu.Unlock()
+	prog, vers := s.be.pingProg, s.be.pingVers
+	if prog == 0 {
+		prog, vers = ulb.ProgNFS, 3
+	}
+	h := oncrpc.CallHeader{XID: xid, RPCVers: oncrpc.RPCVersion, Prog: prog, Vers: vers, Proc: 0,
+		Cred: oncrpc.NullAuth, Verf: oncrpc.NullAuth}
+	e := xdr.NewEncoder(buf)
+	if err := h.Encode(&e); err != nil {
+		return fmt.Errorf("encode ping: %w", err)
+	}
+	if err := rw.WriteRecord(e.Bytes(), nil, nil); err != nil {
+		s.met.BackendError("write")
+		return fmt.Errorf("write ping: %w", err)
+	}
+	return nil
+}
+
+// pingReply reports whether xid answers the outstanding ping (reader).
+func (s *session) pingReply(xid uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.be.pingOut || xid != s.be.pingXID || s.pending.byXID[xid] != nil {
+		return false
+	}
+	s.be.pingOut = false
+	s.met.ForwardBackend.PingOK.Inc()
+	return true
+}
+
+// failCall answers pc with SYSTEM_ERR instead of its reply, which the
+// gateway cannot carry (RFC 5531: the server could not process the
+// call): an NFS status would need a per-procedure result body, and the
+// Linux client turns SYSTEM_ERR into EIO for that one call. The call is
+// not sent again. Reader only.
+func (s *session) failCall(pc *pendingCall, reason string, cause error) {
+	if !s.takeAnswered(pc) {
+		return
+	}
+	pc.answer, pc.failReason, pc.failCause = answerFail, reason, cause
+	s.answerOrHandOff(pc)
+}
+
+// sendFailure is failCall's answer (finishAnswer).
+func (s *session) sendFailure(pc *pendingCall) {
+	pc.reply.ReleaseBuffers()
+	pc.reply.Reset()
+	s.met.ForwardBackend.CallsFailed.WithLabelValues(pc.failReason).Inc()
+	s.log.Warn("backend reply cannot be carried; call answered SYSTEM_ERR", "peer", s.peer, "xid", pc.xid,
+		"program", pc.prog, "version", pc.vers, "procedure", pc.proc, "reason", pc.failReason, "error", pc.failCause)
+	rh := oncrpc.SystemErrReply(pc.xid)
+	if err := s.replyWithHeader(pc.call, &rh); err != nil {
+		s.log.Debug("SYSTEM_ERR not sent", "peer", s.peer, "xid", pc.xid, "error", err)
+		s.drop(pc.call, "client_gone")
+	} else {
+		s.met.Observe(s.met.CallLatency, pc.received)
+		pc.stats.Reply(s.met, gateway.StatusSystemErr).Inc()
+	}
+	s.mu.Lock()
+	s.pending.put(pc)
+	s.mu.Unlock()
+}
+
+// takeAnswered removes pc, about to be answered, from the pending table:
+// the reader owns the answer from here (session.go). False if pc is no
+// longer outstanding.
+func (s *session) takeAnswered(pc *pendingCall) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending.byXID[pc.xid] != pc {
+		return false
+	}
+	delete(s.pending.byXID, pc.xid)
+	return true
+}
+
+// sentCall returns the outstanding call xid answers, nil if none (or if
+// it has not been sent on this connection).
+func (s *session) sentCall(xid uint32) (*pendingCall, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.pending.byXID[xid]
+	if pc == nil || pc.sent.IsZero() || !pc.onWire.Load() {
+		return nil, time.Time{} // not (yet) written on this connection: see session.go
+	}
+	return pc, pc.sent
+}
+
+// replyTooLarge handles a record refused at its first header for being
+// above max_reply_bytes: the call it answers (its XID follows the
+// header, if already read) is failed so that it is not sent again.
+func (s *session) replyTooLarge(rr *tcprpc.RecordReader, err error) {
+	var fe *tcprpc.FrameError
+	if !errors.As(err, &fe) || fe.Err != tcprpc.ErrRecordTooLarge || fe.Fragment != 0 {
+		return
+	}
+	if u := rr.Unread(); len(u) >= 8 {
+		if pc, _ := s.sentCall(binary.BigEndian.Uint32(u[4:])); pc != nil {
+			s.failCall(pc, failTooLarge, err)
+		}
+	}
+}
+
+// replyBroken handles a connection that failed inside pc's reply: a
+// record too large fails the call at once; a connection broken there
+// maxReplyBreaks times fails it too (re-sending it breaks it again).
+func (s *session) replyBroken(pc *pendingCall, done <-chan struct{}, err error) {
+	if errors.Is(err, tcprpc.ErrRecordTooLarge) {
+		s.failCall(pc, failTooLarge, err)
+		return
+	}
+	select {
+	case <-done:
+		return // closed by the gateway (writer failure, silent backend)
+	default:
+	}
+	if pc.breaks++; pc.breaks >= maxReplyBreaks {
+		s.failCall(pc, failBroken, err)
+	}
+}
+
+// writeCalls sends queued calls, each as one record with one vectored
+// write straight from the pieces the engine delivered (a WRITE payload
+// goes from the registered buffer its RDMA Read filled).
+func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
+	rw := tcprpc.NewRecordWriter(conn, nil)
+	vec := make([][]byte, 0, 16)
+	var ping [oncrpc.MaxCallHeader]byte
+	for {
+		select {
+		case <-s.wake:
+		case <-done:
+			return nil
+		}
+		s.mu.Lock()
+		batch := s.sendQ
+		s.sendQ = s.spareQ[:0]
+		now := time.Now()
+		for _, pc := range batch {
+			pc.sent = now // guarded by s.mu: the reader reads it
+		}
+		s.mu.Unlock()
+		for i, pc := range batch {
+			if i > 0 && stopped(done) {
+				// Pausing (or failing): what is left stays pending, for
+				// teardown or the next connection, instead of being cut
+				// by the pause's deadline mid-record.
+				clear(batch)
+				s.giveBackBatch(batch)
+				return nil
+			}
+			// pc is not touched after the writev unless the answer was
+			// handed to us: the reader may recycle it at once.
+			xid := pc.xid
+			s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
+			vec = pc.call.Msg.AppendVec(vec[:0])
+			pc.writing()
+			err := rw.WriteRecordv(vec)
+			if pc.written() {
+				// The reply came back before writev returned: the
+				// reader left the answer to us (session.go). Reply may
+				// wait for the client to take replies, as on the reader.
+				held := !s.be.localWait.Swap(true)
+				s.finishAnswer(pc)
+				if held {
+					s.be.localWait.Store(false)
+				}
+			}
+			batch[i] = nil
+			if err != nil {
+				clear(batch)
+				s.giveBackBatch(batch)
+				s.met.BackendError("write")
+				return fmt.Errorf("write call xid %#x: %w", xid, err)
+			}
+		}
+		clear(vec[:cap(vec)])
+		s.giveBackBatch(batch)
+		if stopped(done) {
+			return nil // pausing: the batch's last record is out; no more
+		}
+		if err := s.writeBackchannelReplies(rw); err != nil {
+			return fmt.Errorf("write callback reply: %w", err)
+		}
+		if err := s.writePing(rw, ping[:]); err != nil {
+			return err
+		}
+	}
+}
+
+// giveBackBatch returns the writer's batch storage for the next swap.
+func (s *session) giveBackBatch(batch []*pendingCall) {
+	s.mu.Lock()
+	s.spareQ = batch[:0]
+	s.mu.Unlock()
+}
+
+// readReplies reads reply records, matches them to calls by XID and
+// delivers them.
+// ctx ends when done closes.
+func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-chan struct{}) error {
+	// The read-ahead is the walker's window and also how much of a READ
+	// payload one read() may pull in ahead of its buffer (to be copied
+	// once more): 16 KiB keeps that under 2% of a 1 MiB READ.
+	const peekMax = 16 << 10
+	rr := s.be.rr
+	if rr != nil && s.be.rrConn == conn {
+		rr.Resume() // the connection was paused
+	} else {
+		rr = tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
+		s.be.rr, s.be.rrConn = rr, conn
+	}
+	lim := s.cfg.CarryLimits()
+	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, peekMax, &lim)
+	var rh oncrpc.ReplyHeader
+	for {
+		if err := rr.Next(); err != nil {
+			if s.be.paused.Load() {
+				return errPaused
+			}
+			if errors.Is(err, io.EOF) {
+				return errors.New("backend closed the connection")
+			}
+			s.met.BackendReadFailed(err)
+			s.replyTooLarge(rr, err)
+			return fmt.Errorf("read reply: %w", err)
+		}
+		s.be.lastRecv.Store(time.Now().UnixNano())
+		head, err := rr.Peek(oncrpc.MaxReplyHeader)
+		if err != nil && err != io.EOF {
+			if s.be.paused.Load() {
+				return errPaused
+			}
+			s.met.BackendReadFailed(err)
+			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
+				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
+					s.replyBroken(pc, done, err)
+				}
+			}
+			return fmt.Errorf("read reply: %w", err)
+		}
+		if len(head) < 4 {
+			s.met.BackendError("protocol")
+			s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
+			continue
+		}
+		// The server's callbacks (NFSv4.1 backchannel) share the
+		// connection: a CALL goes to the client, not to a pending call.
+		if xid, mt, perr := oncrpc.PeekMsgType(head); perr == nil && mt == oncrpc.Call {
+			if err := s.readBackchannelCall(rr, xid); err != nil {
+				return fmt.Errorf("read callback: %w", err)
+			}
+			continue
+		}
+		hdrLen, herr := rh.Decode(head)
+		pc, sent := s.sentCall(rh.XID)
+		if pc == nil && s.pingReply(rh.XID) {
+			s.be.gotReply.Store(true)
+			continue
+		}
+		if pc == nil {
+			s.met.UnknownXIDReplies.Inc()
+			s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
+			continue
+		}
+		s.met.Observe(s.met.BackendLatency, sent)
+		st := gateway.StatusUnparsable
+		walk := false
+		if herr != nil {
+			// Forward it as it came: the client's RPC layer judges it.
+			s.met.BackendError("protocol")
+			s.log.Warn("backend reply header does not decode; forwarded as is", "peer", s.peer, "xid", rh.XID, "error", herr)
+			hdrLen = 0
+		} else {
+			st = gateway.ReplyStatusOf(&rh)
+			walk = st == gateway.StatusSuccess && pc.ddp && ulb.Supported(pc.prog, pc.vers)
+		}
+		if err := rb.build(pc, hdrLen, walk); err != nil {
+			if errors.Is(err, errConnGoing) {
+				return err
+			}
+			if s.be.paused.Load() {
+				return errPaused
+			}
+			s.met.BackendReadFailed(err)
+			s.replyBroken(pc, done, err)
+			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
+		}
+		s.be.gotReply.Store(true)
+		if rb.refused != nil {
+			s.failCall(pc, failNoDDP, rb.refused)
+			continue
+		}
+		if rb.fallback {
+			s.met.DDPFallbacks.Inc()
+			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,
+				"program", pc.prog, "version", pc.vers, "procedure", pc.proc)
+		}
+		s.be.localWait.Store(true) // Reply may wait for the client to take replies
+		s.deliver(pc, st)
+		s.be.localWait.Store(false)
+	}
+}

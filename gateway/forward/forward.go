@@ -1,0 +1,375 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/auxrelay"
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Gateway is the forward gateway: it accepts RPC-over-RDMA connections
+// from NFS clients and bridges each to its own TCP connection to the NFS
+// server. Create it with NewForward, run it with Serve, release it with
+// Close.
+type Gateway struct {
+	rdma    gateway.RDMAStack // device, protection domain, buffer pool
+	cfg     *gateway.Config
+	log     hclog.Logger
+	met     *gateway.Metrics
+	ln      verbs.Listener
+	backend string
+	metrics *gateway.MetricsServer
+	relay   *auxrelay.Relay // nil unless aux_relay.enabled
+	parked  parkedSessions  // backend connections kept for reconnecting clients (park.go)
+	// recvPool holds the connections' receive buffers; callQuota bounds
+	// the Read chunk memory of all calls together (config_conns.go).
+	recvPool    *rdmarpc.Pool
+	recvPerConn int // receive bytes of one connection
+	callQuota   *rdmarpc.Quota
+	conns       connCounter
+
+	wg sync.WaitGroup // sessions and connection setups
+
+	clients gateway.ClientTable // live sessions: the live view, drain, liveness (ops.go)
+	reload  gateway.LiveConfig  // what a reload changes (reload.go)
+}
+
+// NewForward opens the provider's device, registers the buffer pool,
+// starts listening for RDMA clients and, if configured, serves /metrics.
+// cfg must have been validated (LoadConfig and ParseConfig do it).
+func New(cfg *gateway.Config, log hclog.Logger) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	f := &Gateway{cfg: cfg, log: log, met: gateway.NewMetrics(),
+		backend: net.JoinHostPort(cfg.Backend.Address, strconv.Itoa(cfg.Backend.Port))}
+	f.met.SetEventLogger(log)
+	f.reload.Init(cfg)
+	f.parked.met, f.parked.log = f.met, log
+	if err := f.open(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if cfg.AuxRelay.Enabled {
+		// The relay's collectors join the gateway's registry, with the
+		// same constant mode label as every other rdmagw_ series.
+		am, err := auxrelay.NewPrometheusMetrics(prometheus.WrapRegistererWith(prometheus.Labels{"mode": "forward"}, f.met.Registry))
+		if err == nil {
+			f.relay, err = auxrelay.New(cfg.AuxRelayConfig(), log, am)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("aux_relay: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// AuxRelay is the auxiliary-protocol relay (rpcbind, MOUNT, NLM, NSM),
+// or nil when aux_relay is off. Its listeners are bound once Serve has
+// started it (Ready).
+func (f *Gateway) AuxRelay() *auxrelay.Relay { return f.relay }
+
+// startRelay runs the relay until ctx ends and waits until it has bound
+// its listeners; the returned function waits for it to stop.
+func (f *Gateway) startRelay(ctx context.Context) (wait func() error, err error) {
+	if f.relay == nil {
+		return func() error { return nil }, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.relay.Run(ctx) }()
+	select {
+	case <-f.relay.Ready():
+		return func() error { return <-done }, nil
+	case err := <-done: // a listener could not be bound
+		return nil, err
+	}
+}
+
+func (f *Gateway) open() error {
+	cfg := f.cfg
+	listen := net.JoinHostPort(cfg.Listen.Address, strconv.Itoa(cfg.Listen.Port))
+	err := f.rdma.Open(cfg, "listen.provider", cfg.Listen.Provider, listen, f.met)
+	if err != nil {
+		return err
+	}
+	if err := f.openRecvPool(); err != nil {
+		return fmt.Errorf("receive pool: %w", err)
+	}
+	if f.ln, err = f.rdma.Dev.Listen(listen); err != nil {
+		return fmt.Errorf("listen for RDMA clients on %s: %w", listen, err)
+	}
+	var metricsURL string
+	if f.metrics, metricsURL, err = gateway.StartMetrics(cfg, f.met, f.log); err != nil {
+		return err
+	}
+	f.metrics.ServeSessions(f.Sessions, cfg.Metrics.Sessions)
+	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
+		"device", f.rdma.Dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
+		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
+		"metrics", metricsURL)
+	return nil
+}
+
+// Addr is the address RDMA clients connect to.
+func (f *Gateway) Addr() net.Addr { return f.ln.Addr() }
+
+// MetricsAddr is where /metrics is served, or nil when it is off.
+func (f *Gateway) MetricsAddr() net.Addr {
+	if f.metrics == nil {
+		return nil
+	}
+	return f.metrics.Addr()
+}
+
+// Metrics returns the gateway's metrics (its Registry can be gathered
+// in-process, as the demo does).
+func (f *Gateway) Metrics() *gateway.Metrics { return f.met }
+
+// Serve accepts clients until ctx ends, then disconnects every client,
+// abandons their outstanding calls and returns once all sessions are
+// gone. It returns nil after a shutdown through ctx.
+func (f *Gateway) Serve(ctx context.Context) (err error) {
+	defer f.parked.closeAll() // after the sessions, which may park theirs
+	defer f.wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waitRelay, err := f.startRelay(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cancel()
+		if rerr := waitRelay(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	f.clients.MarkReady()
+	for {
+		f.clients.AcceptBusy.Store(0)
+		req, err := f.ln.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				f.log.Info("forward gateway shutting down")
+				return nil
+			}
+			if f.clients.Draining() {
+				// Drain closed the listener; it ends the sessions
+				// (cancelling ctx here first would cut their calls).
+				f.wg.Wait()
+				return nil
+			}
+			return fmt.Errorf("accept RDMA connection: %w", err)
+		}
+		f.clients.AcceptBusy.Store(time.Now().UnixNano())
+		if !f.reload.Allows(req.RemoteAddr()) {
+			f.met.Rejected("not_allowed")
+			f.log.Warn("connection request rejected: address not in listen.allowed_networks", "peer", req.RemoteAddr().String())
+			req.Reject(nil)
+			continue
+		}
+		ip := peerIP(req.RemoteAddr())
+		lim := f.reload.Current().Connections
+		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it
+		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
+			f.met.Rejected(reason)
+			// A connection storm must not flood the log: a rate-limited
+			// client event (logging.go).
+			f.met.ClientEvent("connection_refused_"+reason, "connection request rejected: connection limit reached",
+				req.RemoteAddr().String(), "reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
+			req.Reject(nil)
+			continue
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer f.conns.leave(ip)
+			f.serveClient(ctx, req)
+		}()
+	}
+}
+
+// serveClient connects the backend first, so that a client is refused
+// outright (and its mount fails fast) while the server is down, then
+// accepts the RDMA connection and runs its session.
+func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
+	ctx, disconnect := context.WithCancel(ctx) // a drain's end disconnects the client
+	defer disconnect()
+	peer := req.RemoteAddr().String()
+	cfg := f.reload.Current() // a reload applies to the connections made after it
+	id := clientIdentity(peer)
+	var ending func() bool // a reconnect waits for its old session to park
+	if cfg.Backend.ReconnectGrace > 0 {
+		ending = func() bool { return f.transportEnding(id) }
+	}
+	s, conn := f.parked.claim(id, ending) // the backend connection of its last transport
+	var d *backendDialer
+	var err error
+	if s != nil {
+		d = s.dialer
+	} else {
+		d = &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
+		conn, err = d.dial(ctx)
+	}
+	if err != nil {
+		f.met.Rejected("backend_unavailable")
+		f.met.BackendError("connect")
+		f.log.Error("connection request rejected: backend unreachable", "peer", peer, "backend", f.backend, "error", err)
+		req.Reject(nil)
+		return
+	}
+	ops := new(gateway.ClientOps)                                                                                                                   // the session's, counted from the accept on
+	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, sessionMetrics{f.met.ResponderMetrics(), ops}))) // + client events (logging.go)
+	if err != nil {
+		conn.Close()
+		f.met.Rejected("accept_failed")
+		f.log.Error("RDMA accept failed", "peer", peer, "error", err)
+		return
+	}
+	f.log.Info("client connected", "peer", peer, "credits", cfg.RDMA.Credits,
+		"inline_send", rc.InlineSend(), "inline_recv", int(cfg.RDMA.InlineRecv),
+		"backend", f.backend, "backend_local", localAddr(conn), "backend_kept", s != nil)
+	f.met.CreditsGranted.Add(float64(cfg.RDMA.Credits))
+	defer f.met.CreditsGranted.Sub(float64(cfg.RDMA.Credits))
+	if s != nil {
+		s.attach(rc, cfg)
+		f.met.ForwardBackend.Kept.Inc()
+	} else {
+		s = newSession(rc, cfg, f.log.Named("session"), f.met, f.rdma.Pool)
+	}
+	ops.Init(time.Now())
+	s.ops = ops
+	s.dialer = d
+	if !f.clients.Add(s, disconnect) {
+		// Accepted as a drain began: nothing was forwarded yet.
+		s.ops.Draining.Store(true)
+		disconnect()
+	}
+	defer f.clients.Remove(s)
+	leaving := false
+	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
+	if kept := s.run(ctx, conn, d); kept != nil {
+		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
+	}
+	if leaving {
+		f.parked.leave(id, -1)
+	}
+}
+
+// transportEnding reports whether a session of client id is still
+// served although its RDMA transport has ended (park.go: claim).
+func (f *Gateway) transportEnding(id string) bool {
+	for _, c := range f.clients.List() {
+		if s, ok := c.(*session); ok && clientIdentity(s.peer) == id && s.rc.TransportEnded() {
+			return true
+		}
+	}
+	return false
+}
+
+// peerIP is a connection request's source IP (the zero Addr if it has
+// none).
+func peerIP(a net.Addr) netip.Addr {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// connCounter counts the client connections being set up or served, in
+// all and per source address, for connections.max and max_per_address.
+type connCounter struct {
+	mu     sync.Mutex
+	total  int
+	byAddr map[netip.Addr]int
+}
+
+// admit counts one more connection from ip, or returns the reason it is
+// refused ("too_many", "too_many_from_address").
+func (c *connCounter) admit(ip netip.Addr, max, perAddr int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= max {
+		return "too_many"
+	}
+	if perAddr > 0 && c.byAddr[ip] >= perAddr {
+		return "too_many_from_address"
+	}
+	if c.byAddr == nil {
+		c.byAddr = make(map[netip.Addr]int)
+	}
+	c.total++
+	c.byAddr[ip]++
+	return ""
+}
+
+func (c *connCounter) leave(ip netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total--
+	if c.byAddr[ip]--; c.byAddr[ip] <= 0 {
+		delete(c.byAddr, ip)
+	}
+}
+
+// Close releases the listener, the metrics endpoint, the pool and the
+// device. Call it after Serve has returned.
+func (f *Gateway) Close() error {
+	wait := func() {
+		f.wg.Wait()
+		if f.recvPool != nil {
+			f.recvPool.Close() // before the PD it is registered on
+		}
+	}
+	return gateway.CloseGateway(f.ln, f.metrics, wait, &f.rdma) // a nil interface stays nil
+}
+
+// Drain stops accepting clients, lets the calls in flight finish and
+// disconnects each client once it has none; when ctx ends (the
+// shutdown.drain_timeout deadline) it disconnects the rest, abandoning
+// their calls (counted in rdmagw_drain_abandoned_calls_total). Calls
+// arriving during the drain are not forwarded: the clients send them
+// again after reconnecting (to this gateway once restarted, or to its
+// failover peer). Serve returns once the drain is over. A gateway does
+// not serve again after a drain.
+func (f *Gateway) Drain(ctx context.Context) gateway.DrainResult {
+	f.log.Info("draining: no new clients or calls; waiting for the calls in flight", "clients", len(f.clients.List()))
+	res := f.clients.Drain(ctx, func() { f.ln.Close() }, f.met)
+	gateway.LogDrain(f.log, res)
+	return res
+}
+
+// Sessions is the live view of the gateway's clients and backend
+// connections.
+func (f *Gateway) Sessions() gateway.Sessions {
+	return f.clients.Snapshot(gateway.Sessions{Mode: "forward", Listen: f.ln.Addr().String(), Backend: f.backend}, f.parked.backends()...)
+}
+
+// Alive is the liveness probe behind the systemd watchdog: the accept
+// loop is not stuck, every session's call path can be locked, and the
+// registered pool's lock answers, all within ctx.
+func (f *Gateway) Alive(ctx context.Context) error {
+	return f.clients.Alive(ctx, func(ctx context.Context) error { return gateway.PoolAlive(ctx, f.rdma.Pool) })
+}
+
+// Status is a one-line summary (clients, calls in flight) for systemd.
+func (f *Gateway) Status() string { return f.clients.Status() }
+
+// Ready is closed once Serve accepts clients: the RDMA listener, the
+// metrics endpoint and the auxiliary relay are all up.
+func (f *Gateway) Ready() <-chan struct{} { return f.clients.Ready() }

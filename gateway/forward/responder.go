@@ -1,0 +1,54 @@
+package forward
+
+import (
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/rdmarpc"
+)
+
+// How the pool is shared between the connections' receives and their calls.
+const (
+	callMemoryShareOfPool   = 2 // all calls together hold at most pool.max_bytes / 2
+	recvPoolSlabConnections = 4 // receive pool slabs hold this many connections' receives
+)
+
+// responderConfig is the engine configuration of a client connection
+// made under cfg.
+func (f *Gateway) responderConfig(cfg *gateway.Config, met rdmarpc.ResponderMetrics) rdmarpc.ResponderConfig {
+	return rdmarpc.ResponderConfig{
+		Credits:             cfg.RDMA.Credits,
+		InlineRecv:          int(cfg.RDMA.InlineRecv),
+		InlineSend:          int(cfg.RDMA.InlineSend),
+		MaxReadsOutstanding: cfg.RDMA.MaxReadsOutstanding,
+		Limits:              cfg.RDMALimits(),
+		Pool:                f.rdma.Pool,
+		RecvPool:            f.recvPool,
+		Logger:              f.log.Named("rdma"),
+		Metrics:             met,
+		Backchannel:         cfg.ResponderBackchannel(),
+		MaxCallBytes:        int(cfg.Connections.MaxCallMemory),
+		CallQuota:           f.callQuota,
+		ReplyTimeout:        cfg.Connections.ReplyTimeout,
+		IdleTimeout:         cfg.Connections.IdleTimeout,
+	}
+}
+
+// openRecvPool makes the pool the connections' receive buffers come from:
+// apart from the data pool, sized for connections.max connections, so
+// that idle connections never take memory calls and replies need, and
+// the other way round. A reload that raises connections.max raises its
+// ceiling (admit); the receives per connection need a restart.
+func (f *Gateway) openRecvPool() error {
+	rc := f.responderConfig(f.cfg, nil)
+	perConn := rc.Receives() * int(f.cfg.RDMA.InlineRecv)
+	p, err := rdmarpc.NewPool(f.rdma.PD, rdmarpc.PoolConfig{
+		MaxBytes:  f.cfg.Connections.Max * perConn,
+		SlabBytes: recvPoolSlabConnections * perConn,
+		Classes:   []int{int(f.cfg.RDMA.InlineRecv)},
+	})
+	if err != nil {
+		return err
+	}
+	f.recvPool, f.recvPerConn = p, perConn
+	f.callQuota = rdmarpc.NewQuota(int64(f.cfg.Pool.MaxBytes)/callMemoryShareOfPool, nil)
+	return nil
+}

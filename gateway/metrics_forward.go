@@ -1,0 +1,31 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/gateway/metricname"
+)
+
+// ForwardBackendMetrics are the forward gateway's backend connection health counters
+// (backend.go, sessions kept across client reconnects in park.go).
+type ForwardBackendMetrics struct {
+	PingOK, PingTimeout prometheus.Counter
+	CallsFailed         *prometheus.CounterVec
+	Kept                prometheus.Counter
+	Parked              prometheus.Gauge
+}
+
+func newBEMetrics(f factory) *ForwardBackendMetrics {
+	m := &ForwardBackendMetrics{}
+	pings := f.counterVec(metricname.BackendPingsTotal,
+		"NULL pings sent on a backend TCP connection that was silent for backend.ping_interval, by result (ok; timeout: nothing from the server within backend.ping_timeout, the connection was closed and re-established).", "result")
+	m.PingOK = pings.WithLabelValues("ok")
+	m.PingTimeout = pings.WithLabelValues("timeout")
+	m.CallsFailed = f.counterVec(metricname.BackendCallsFailedTotal,
+		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts; ddp_impossible: the client offered a Write chunk for a READ/READLINK result that could not be placed in it, which RFC 8267 §6.4.1 forbids sending inline: results that do not decode, need more look-ahead than the reader has, or exceed the largest pool buffer).", "reason")
+	m.Kept = f.counter(metricname.BackendConnectionsKeptTotal,
+		"Backend connections handed to a client that reconnected from the same address within backend.reconnect_grace (same source port: the server's duplicate request cache recognises its retransmissions).")
+	m.Parked = f.gauge(metricname.BackendConnectionsParked,
+		"Backend connections kept open for a disconnected client for backend.reconnect_grace.")
+	return m
+}

@@ -1,0 +1,17 @@
+package reverse
+
+import "github.com/rdmagw/rdmagw/gateway"
+
+// reverseConnFields: none yet; reverse mode reads its settings from the
+// gateway's one configuration throughout (restart to change them).
+var reverseConnFields []string
+
+// Reconfigure is Forward.Reconfigure for reverse mode, where only the
+// live fields change without a restart.
+func (r *Gateway) Reconfigure(next *gateway.Config) (gateway.ReloadResult, error) {
+	res, err := r.reload.Reconfigure(next, reverseConnFields, func(c *gateway.Config) { r.reload.ApplyLive(c, r.log, r.metrics) })
+	return r.met.Metrics.Reloaded(r.log, res, err, r.clients.OutsideAllowed(&r.reload))
+}
+
+// Config is the configuration in force (after the reloads so far).
+func (r *Gateway) Config() *gateway.Config { return r.reload.Current() }

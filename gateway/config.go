@@ -34,8 +34,8 @@ type Config struct {
 	AuxRelay auxrelay.Config `yaml:"aux_relay"`
 	// Backchannel carries NFSv4.1+ callbacks from the server to the
 	// client: forward mode from the backend TCP connection to the RDMA
-	// client (backchannel.go), reverse mode from the RDMA connection to
-	// the TCP client (reverse_backchannel.go).
+	// client (gateway/forward/backchannel.go), reverse mode from the RDMA connection to
+	// the TCP client (gateway/reverse/backchannel.go).
 	Backchannel BackchannelConfig `yaml:"backchannel"`
 	// Connections (forward mode) bounds what one RDMA client connection
 	// may take of the gateway (config_conns.go).
@@ -95,7 +95,7 @@ type BackendConfig struct {
 	// ReconnectGrace (forward): when a client disconnects, its backend
 	// connection stays open this long for a client reconnecting from the
 	// same IP address, so its retransmissions reach the server from the
-	// same source port (park.go); 0 closes it at once.
+	// same source port (gateway/forward/park.go); 0 closes it at once.
 	ReconnectGrace time.Duration `yaml:"reconnect_grace"`
 }
 

@@ -26,7 +26,7 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 	mode     string
-	f        factory // registers with the mode label (reverse_metrics.go)
+	f        factory // registers with the mode label (metrics_reverse.go)
 	bytes    *prometheus.CounterVec
 
 	connsCurrent  prometheus.Gauge
@@ -68,11 +68,11 @@ type Metrics struct {
 	memoryWaits       prometheus.Counter
 	DDPFallbacks      prometheus.Counter
 	backendErrors     *prometheus.CounterVec
-	bc                *BackchannelMetrics // NFSv4.1 backchannel (backchannel.go)
+	bc                *BackchannelMetrics // NFSv4.1 backchannel (metrics_backchannel.go)
 	events            *eventLog           // client events, rate-limited at INFO (logging.go)
 
 	ops            *opsMetrics            // drain and reload (ops.go)
-	ForwardBackend *ForwardBackendMetrics // backend connection health (backend_metrics.go)
+	ForwardBackend *ForwardBackendMetrics // backend connection health (metrics_forward.go)
 }
 
 // procKey names one procedure of one program version.
@@ -188,7 +188,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.bc = newBCMetrics(f)
 	m.events = newEventLog(f)
 	m.ops = newOpsMetrics(f)
-	if mode == "forward" { // reverse mode has its own backend series (reverse_metrics.go)
+	if mode == "forward" { // reverse mode has its own backend series (metrics_reverse.go)
 		m.ForwardBackend = newBEMetrics(f)
 	}
 

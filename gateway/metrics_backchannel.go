@@ -22,7 +22,7 @@ type BackchannelMetrics struct {
 // reason of the error counter starts at 0, so rates and alerts see the
 // series before the first error. Both modes relay callbacks: forward mode
 // from the TCP server to RDMA clients (this file), reverse mode from the
-// RDMA server to TCP clients (reverse_backchannel.go).
+// RDMA server to TCP clients (gateway/reverse/backchannel.go).
 func newBCMetrics(f factory) *BackchannelMetrics {
 	b := &BackchannelMetrics{
 		calls:   f.counter(metricname.BackchannelCallsTotal, "NFSv4.1 callbacks (RPC calls from the NFS server on the client's bound connection) relayed to the client: forward mode as backward-direction RPC-over-RDMA calls, reverse mode as RPC calls on the client's TCP connection."),

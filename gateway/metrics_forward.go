@@ -7,7 +7,8 @@ import (
 )
 
 // ForwardBackendMetrics are the forward gateway's backend connection health counters
-// (backend.go, sessions kept across client reconnects in park.go).
+// (gateway/forward/backend.go, sessions kept across client reconnects in
+// gateway/forward/park.go).
 type ForwardBackendMetrics struct {
 	PingOK, PingTimeout prometheus.Counter
 	CallsFailed         *prometheus.CounterVec

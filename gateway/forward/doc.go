@@ -45,7 +45,7 @@
 //
 // File map (where each byte is parsed or built):
 //
-//	forward.go       Gateway: NewForward, Serve (accept loop, admission: allowed networks, connection limits), Close
+//	forward.go       Gateway: New, Serve (accept loop, admission: allowed networks, connection limits), Close
 //	responder.go     the engine's configuration per client connection; the shared receive pool and call-memory quota
 //	session.go       session: ServeCall (the RPC call header read back from the engine's message), error replies made by the gateway, the reply handed to the engine
 //	pending.go       pendingCall and the XID table of calls sent and unanswered
@@ -58,6 +58,7 @@
 //	reload.go        which settings a reload applies to new connections (Reconfigure)
 //	metrics.go       per-session byte counts for the live view; why a connection closed
 //
-// Errors a Gateway returns start with "forward: " or name the config
-// field (gateway.FieldError).
+// Errors: the package's sentinel errors start with "forward: "; the others
+// say what failed where ("read reply xid 0x...: ...") around the cause;
+// a bad configuration is a gateway.FieldError naming the field.
 package forward

@@ -20,7 +20,7 @@ import (
 
 // Gateway is the forward gateway: it accepts RPC-over-RDMA connections
 // from NFS clients and bridges each to its own TCP connection to the NFS
-// server. Create it with NewForward, run it with Serve, release it with
+// server. Create it with New, run it with Serve, release it with
 // Close.
 type Gateway struct {
 	rdma    gateway.RDMAStack // device, protection domain, buffer pool
@@ -33,7 +33,7 @@ type Gateway struct {
 	relay   *auxrelay.Relay // nil unless aux_relay.enabled
 	parked  parkedSessions  // backend connections kept for reconnecting clients (park.go)
 	// recvPool holds the connections' receive buffers; callQuota bounds
-	// the Read chunk memory of all calls together (config_conns.go).
+	// the Read chunk memory of all calls together (responder.go).
 	recvPool    *rdmarpc.Pool
 	recvPerConn int // receive bytes of one connection
 	callQuota   *rdmarpc.Quota
@@ -41,11 +41,11 @@ type Gateway struct {
 
 	wg sync.WaitGroup // sessions and connection setups
 
-	clients gateway.ClientTable // live sessions: the live view, drain, liveness (ops.go)
-	reload  gateway.LiveConfig  // what a reload changes (reload.go)
+	clients gateway.ClientTable // live sessions: the live view, drain, liveness (gateway/ops.go, ops.go)
+	reload  gateway.LiveConfig  // what a reload changes (gateway/reload.go, reload.go)
 }
 
-// NewForward opens the provider's device, registers the buffer pool,
+// New opens the provider's device, registers the buffer pool,
 // starts listening for RDMA clients and, if configured, serves /metrics.
 // cfg must have been validated (LoadConfig and ParseConfig do it).
 func New(cfg *gateway.Config, log hclog.Logger) (*Gateway, error) {
@@ -188,7 +188,7 @@ func (f *Gateway) Serve(ctx context.Context) (err error) {
 		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
 			f.met.Rejected(reason)
 			// A connection storm must not flood the log: a rate-limited
-			// client event (logging.go).
+			// client event (gateway/logging.go).
 			f.met.ClientEvent("connection_refused_"+reason, "connection request rejected: connection limit reached",
 				req.RemoteAddr().String(), "reason", reason, "max", lim.Max, "max_per_address", lim.MaxPerAddress)
 			req.Reject(nil)
@@ -233,7 +233,7 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		return
 	}
 	ops := new(gateway.ClientOps)                                                                                                                   // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, sessionMetrics{f.met.ResponderMetrics(), ops}))) // + client events (logging.go)
+	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, sessionMetrics{f.met.ResponderMetrics(), ops}))) // + client events (gateway/logging.go)
 	if err != nil {
 		conn.Close()
 		f.met.Rejected("accept_failed")

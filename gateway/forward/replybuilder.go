@@ -60,7 +60,7 @@ func newReplyBuilder(ctx context.Context, rr *tcprpc.RecordReader, pool *rdmarpc
 }
 
 // errConnGoing: the backend connection ended while waiting for buffers.
-var errConnGoing = errors.New("gateway: backend connection closing")
+var errConnGoing = errors.New("forward: backend connection closing")
 
 // build reads the current record, whose first hdrLen bytes are the RPC
 // reply header just decoded from a Peek, into pc.reply. walk says whether

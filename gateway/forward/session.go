@@ -75,7 +75,7 @@ type session struct {
 
 	bc bcSession // NFSv4.1 callbacks (backchannel.go)
 
-	ops    *gateway.ClientOps // live view and drain (ops.go, ops_forward.go)
+	ops    *gateway.ClientOps // live view and drain (gateway/ops.go, ops.go)
 	dialer *backendDialer     // the backend connection's addresses, for the live view
 	be     beState            // backend connection health (backend.go)
 }
@@ -197,7 +197,7 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error
 	default:
 		rh, reason = oncrpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
-	s.met.CallEvent(reason, s.peer, h.XID, "error", err) // logging.go
+	s.met.CallEvent(reason, s.peer, h.XID, "error", err) // gateway/logging.go
 	// Counted before the answer goes out, so a client holding the answer
 	// finds it counted.
 	s.met.CallDropped(reason)
@@ -232,7 +232,7 @@ func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) er
 // drop abandons a call that will get no reply.
 func (s *session) drop(call *rdmarpc.Call, reason string) {
 	s.met.CallDropped(reason)
-	s.met.CallEvent(reason, s.peer, call.XID()) // logging.go
+	s.met.CallEvent(reason, s.peer, call.XID()) // gateway/logging.go
 	s.met.CreditsInUse.Dec()
 	call.Drop()
 }

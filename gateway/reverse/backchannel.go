@@ -13,7 +13,7 @@ import (
 )
 
 // The NFSv4.1+ backchannel through the reverse gateway (RFC 8167, RFC
-// 8267 §6.5.2): forward mode's relay (backchannel.go) the other way
+// 8267 §6.5.2): forward mode's relay (gateway/forward/backchannel.go) the other way
 // round.
 //
 // A TCP client that asks for the back channel on its session

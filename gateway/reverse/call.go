@@ -91,7 +91,7 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 		return false, perr
 	}
 	if xid, mt, err := oncrpc.PeekMsgType(head); err == nil && mt == oncrpc.Reply {
-		// The client's answer to a callback (reverse_backchannel.go).
+		// The client's answer to a callback (backchannel.go).
 		return false, c.callbackReply(rr, xid)
 	}
 	var h oncrpc.CallHeader

@@ -17,9 +17,9 @@ import (
 )
 
 // revClient is one TCP client's session. Its reader goroutine reads one
-// call record at a time into a free call slot (reverse_call.go) and hands
+// call record at a time into a free call slot (call.go) and hands
 // the slot to the slot's worker goroutine, which runs the call over the
-// RDMA link and writes the reply (reverse_reply.go). There are at most
+// RDMA link and writes the reply (reply.go). There are at most
 // reverse.max_calls_per_client slots: when all are busy the reader stops
 // reading the socket, so a client that sends faster than the server
 // answers is held back by TCP flow control, not queued in memory.
@@ -45,7 +45,7 @@ type revClient struct {
 	busy    sync.WaitGroup // slots holding a call
 	workers sync.WaitGroup
 
-	ops   gateway.ClientOps // live view and drain (ops.go, ops_reverse.go)
+	ops   gateway.ClientOps // live view and drain (gateway/ops.go, ops.go)
 	calls atomic.Int32      // calls read and not yet answered (busy's count)
 }
 

@@ -43,7 +43,7 @@
 //
 // File map (where each byte is parsed or built):
 //
-//	reverse.go       Gateway: NewReverse, Serve (accept loop, admission), Close
+//	reverse.go       Gateway: New, Serve (accept loop, admission), Close
 //	client.go        revClient: one TCP client; the call reader (record head, msg_type) and the reply writer
 //	call.go          revSlot: a call record streamed into scratch and registered items, its RPC header checked, its reply planned
 //	reply.go         the call over the link, retried on ERR_CHUNK with a larger Reply chunk; the reply spliced; the gateway's own error replies
@@ -52,6 +52,7 @@
 //	ops.go           a client in the live view, drain and liveness probe (gateway.ClientTable)
 //	reload.go        Reconfigure (only the live fields change)
 //
-// Errors a Gateway returns start with "reverse: " or name the config
-// field (gateway.FieldError).
+// Errors: the package's sentinel errors start with "reverse: "; the others
+// say what failed where ("read reply xid 0x...: ...") around the cause;
+// a bad configuration is a gateway.FieldError naming the field.
 package reverse

@@ -48,7 +48,7 @@ import (
 type rdmaLink struct {
 	r    *Gateway
 	peer string
-	bc   *revBackchannel // the server's callbacks (reverse_backchannel.go)
+	bc   *revBackchannel // the server's callbacks (backchannel.go)
 
 	mu       sync.Mutex
 	conn     *rdmarpc.RequesterConn // nil while reconnecting
@@ -73,7 +73,7 @@ type rdmaLink struct {
 }
 
 // errGaveUp: the server stayed unreachable past give_up_after.
-var errGaveUp = errors.New("gateway: RDMA server unreachable; gave up")
+var errGaveUp = errors.New("reverse: RDMA server unreachable; gave up")
 
 // maxConnLossesPerCall bounds how many connections may fail under one
 // call before it is answered SYSTEM_ERR instead of being sent again. A
@@ -88,7 +88,7 @@ const maxConnLossesPerCall = 3
 
 // errConnLostRepeatedly: the call was outstanding on
 // maxConnLossesPerCall connections that all failed.
-var errConnLostRepeatedly = fmt.Errorf("gateway: the RDMA connection to the server failed %d times while the call was outstanding", maxConnLossesPerCall)
+var errConnLostRepeatedly = fmt.Errorf("reverse: the RDMA connection to the server failed %d times while the call was outstanding", maxConnLossesPerCall)
 
 // nullCallLen is an RPC call header with AUTH_NONE cred and verifier.
 const nullCallLen = 6*4 + 2*8

@@ -14,7 +14,7 @@ import (
 // table, and the Drain, Sessions, Alive and Status of Gateway.
 
 // errDraining ends a client's reader when the gateway drains.
-var errDraining = errors.New("gateway: draining")
+var errDraining = errors.New("reverse: draining")
 
 func (c *revClient) Info(now time.Time) gateway.SessionInfo {
 	si := gateway.SessionInfo{Peer: c.peer, Mode: "reverse", CallsInFlight: int(c.calls.Load()),
@@ -62,7 +62,7 @@ func (cr countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Drain is Forward.Drain for TCP clients: the listener closes, each
+// Drain is forward.Gateway.Drain for TCP clients: the listener closes, each
 // client's reader stops, and the client is disconnected once its calls
 // at the RDMA server are answered (or at ctx's end).
 func (r *Gateway) Drain(ctx context.Context) gateway.DrainResult {
@@ -78,7 +78,7 @@ func (r *Gateway) Sessions() gateway.Sessions {
 	return r.clients.Snapshot(gateway.Sessions{Mode: "reverse", Listen: r.ln.Addr().String(), Backend: r.backend})
 }
 
-// Alive is the liveness probe behind the systemd watchdog (Forward.Alive).
+// Alive is the liveness probe behind the systemd watchdog (forward.Gateway.Alive).
 func (r *Gateway) Alive(ctx context.Context) error {
 	return r.clients.Alive(ctx, func(ctx context.Context) error { return gateway.PoolAlive(ctx, r.rdma.Pool) })
 }

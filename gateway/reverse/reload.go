@@ -6,7 +6,7 @@ import "github.com/rdmagw/rdmagw/gateway"
 // gateway's one configuration throughout (restart to change them).
 var reverseConnFields []string
 
-// Reconfigure is Forward.Reconfigure for reverse mode, where only the
+// Reconfigure is forward.Gateway.Reconfigure for reverse mode, where only the
 // live fields change without a restart.
 func (r *Gateway) Reconfigure(next *gateway.Config) (gateway.ReloadResult, error) {
 	res, err := r.reload.Reconfigure(next, reverseConnFields, func(c *gateway.Config) { r.reload.ApplyLive(c, r.log, r.metrics) })

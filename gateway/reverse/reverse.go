@@ -23,11 +23,11 @@ import (
 // straight from the socket and offers them as Read chunks, offers Write
 // chunks for READ/READLINK results and a Reply chunk when the reply may
 // not fit inline, and splices the chunk data back into the TCP reply
-// without copying it (reverse_call.go, reverse_reply.go). NFSv4.1
+// without copying it (call.go, reply.go). NFSv4.1
 // callbacks from the server come back the same way, on the client's RDMA
 // connection, and go to the client's TCP connection
-// (reverse_backchannel.go). Create it with
-// NewReverse, run it with Serve, release it with Close.
+// (backchannel.go). Create it with
+// New, run it with Serve, release it with Close.
 type Gateway struct {
 	rdma    gateway.RDMAStack // device, protection domain, buffer pool
 	cfg     *gateway.Config
@@ -40,11 +40,11 @@ type Gateway struct {
 
 	wg sync.WaitGroup // client sessions
 
-	clients gateway.ClientTable // live clients: the live view, drain, liveness (ops.go)
-	reload  gateway.LiveConfig  // what a reload changes (reload.go)
+	clients gateway.ClientTable // live clients: the live view, drain, liveness (gateway/ops.go, ops.go)
+	reload  gateway.LiveConfig  // what a reload changes (gateway/reload.go, reload.go)
 }
 
-// NewReverse opens the RDMA provider's device, registers the buffer pool,
+// New opens the RDMA provider's device, registers the buffer pool,
 // listens for TCP clients and, if configured, serves /metrics. cfg must
 // be a validated reverse configuration.
 func New(cfg *gateway.Config, log hclog.Logger) (*Gateway, error) {
@@ -52,7 +52,7 @@ func New(cfg *gateway.Config, log hclog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	if cfg.Mode != "reverse" {
-		return nil, &gateway.FieldError{Field: "mode", Reason: `NewReverse needs mode "reverse"`}
+		return nil, &gateway.FieldError{Field: "mode", Reason: `reverse.New needs mode "reverse"`}
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()

@@ -21,7 +21,7 @@ type BackchannelMetrics struct {
 // newBCMetrics registers the backchannel metrics (NewMetricsFor). Every
 // reason of the error counter starts at 0, so rates and alerts see the
 // series before the first error. Both modes relay callbacks: forward mode
-// from the TCP server to RDMA clients (this file), reverse mode from the
+// from the TCP server to RDMA clients (gateway/forward/backchannel.go), reverse mode from the
 // RDMA server to TCP clients (gateway/reverse/backchannel.go).
 func newBCMetrics(f factory) *BackchannelMetrics {
 	b := &BackchannelMetrics{

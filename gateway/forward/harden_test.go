@@ -446,7 +446,7 @@ func TestHardenConnectionLimitsAndIdle(t *testing.T) {
 // process, cost about 13,000 goroutines, 3,000 descriptors, 3 GB of
 // memory and 45 s, too much for every CI run:
 //
-//	RDMAGW_LOAD=1 RDMAGW_LOAD_STRICT=1 go test ./gateway -run TestHardenLoad -v
+//	RDMAGW_LOAD=1 RDMAGW_LOAD_STRICT=1 go test ./gateway/forward -run TestHardenLoad -v
 func TestHardenLoadStalledAndIdleClients(t *testing.T) {
 	if os.Getenv("RDMAGW_LOAD") != "1" {
 		t.Skip("set RDMAGW_LOAD=1 to run the 1,000-connection load proof")

@@ -183,6 +183,11 @@
 //	v2_propx.go    the per-connection state both engines keep (v2Link):
 //	               the property exchange after connect, the limits it
 //	               sets, credit accounting; FuzzV2PropExchange
+//	v2_cont.go     message continuation, shared by both engines:
+//	               PlanContinuation splits an outgoing Payload stream into
+//	               MIDDLE fragments and the final one, Reassembler checks
+//	               an incoming sequence and places its fragments (the
+//	               positions it takes are in the file's comment)
 //	v2_*_test.go   golden vectors (testdata/v2/golden), errors, fuzz target
 //	               FuzzDecodeV2Header
 //	v2_judge_test.go  the independent judge: the draft's XDR

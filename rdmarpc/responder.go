@@ -77,6 +77,14 @@ type ResponderConfig struct {
 	// IdleTimeout closes the connection when no call has arrived for this
 	// long and none is outstanding. 0: no timeout.
 	IdleTimeout time.Duration
+	// V2 serves RPC-over-RDMA version 2 (draft-ietf-nfsv4-rpcrdma-
+	// version-two-07) besides version 1: the peer's first message decides
+	// the connection's version (responder_v2.go). False (the default):
+	// version 1 only, every other version answered with ERR_VERS 1..1.
+	V2 bool
+	// MaxReassembled bounds a version-two call reassembled from
+	// continuation fragments, in bytes (0: the pool's largest buffer).
+	MaxReassembled int
 }
 
 // Errors a responder connection ends with (Serve's result, Err) when the
@@ -174,7 +182,8 @@ type ResponderConn struct {
 	// readsPeak is the most RDMA Reads ever in flight at once.
 	readsPeak atomic.Int32
 	handler   Handler
-	bc        *bcState // backward-direction calls (backchannel.go)
+	bc        *bcState    // backward-direction calls (backchannel.go)
+	v2        v2Responder // version two (responder_v2.go)
 
 	serving atomic.Bool
 	served  chan struct{} // closed when Serve has returned
@@ -194,6 +203,7 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 		callQuota: NewQuota(int64(cfg.MaxCallBytes), cfg.CallQuota)}
 	c.endpoint.init("responder", cfg.Logger, cfg.Metrics, cfg.Pool, &c.recvMu, nil)
 	c.bcInit()
+	c.v2Init()
 	if err := c.setup(req, dev); err != nil {
 		req.Reject(nil)
 		c.release()
@@ -447,6 +457,7 @@ func (c *ResponderConn) completion(wc *verbs.WC) {
 // answers them. Serve goroutine only.
 func (c *ResponderConn) drain() {
 	c.drainCQ(c, func() bool { return c.inFlight.Load() > 0 || c.readsOut > 0 })
+	c.dropCont() // a continued call still arriving
 	// Calls that were still reading never reached the handler.
 	for _, call := range c.readQ {
 		c.abortCall(call)

@@ -21,3 +21,20 @@ func encodeGarbageArgs(b []byte, xid, credit uint32) int {
 	}
 	return e.Len()
 }
+
+// v2GarbageArgsSize is the RDMA2_REPLY_INLINE made by
+// encodeV2GarbageArgs: the prefix, an empty Write list, the same RPC
+// reply.
+const v2GarbageArgsSize = V2PrefixSize + 4 + 6*4
+
+// encodeV2GarbageArgs is encodeGarbageArgs for a version-two call: the
+// draft answers a call whose chunks do not fit its Payload stream with
+// GARBAGE_ARGS "using an RDMA2_REPLY_INLINE message type".
+func encodeV2GarbageArgs(b []byte, xid, credit uint32) int {
+	e := xdr.NewEncoder(b[:v2GarbageArgsSize])
+	putV2Prefix(&e, xid, V2Version, credit, HTypeReplyInline)
+	for _, w := range [...]uint32{0, xid, 1, 0, 0, 0, 4} {
+		e.PutUint32(w) // empty Write list; the RPC reply
+	}
+	return e.Len()
+}

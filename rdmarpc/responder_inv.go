@@ -49,12 +49,21 @@ func invalidateRKey(h *Header) (uint32, bool) {
 
 // setInvalidate turns the reply's Send wr into a Send With Invalidate of
 // the call's rkey when the requester takes it and the call names one
-// rkey only; it reports whether it did.
-func (c *ResponderConn) setInvalidate(wr *verbs.SendWR, call *Header) bool {
+// rkey only; it reports whether it did. A version-two call says which
+// handle itself: its rdma_inv_handle, when it is one of the call's
+// handles (0: none).
+func (c *ResponderConn) setInvalidate(wr *verbs.SendWR, call *Call) bool {
+	if call.v2 {
+		if call.invHandle == 0 {
+			return false
+		}
+		wr.Op, wr.InvalidateRKey = verbs.OpSendInv, call.invHandle
+		return true
+	}
 	if !c.remoteInv {
 		return false
 	}
-	rkey, ok := invalidateRKey(call)
+	rkey, ok := invalidateRKey(&call.hdr)
 	if !ok {
 		return false
 	}

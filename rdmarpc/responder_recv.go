@@ -61,6 +61,13 @@ type Call struct {
 	hasPZ     bool
 	chunkSum  int
 
+	// Version two (responder_v2.go): the call came in version two;
+	// invHandle is its rdma_inv_handle when it names one of its handles;
+	// contBuf holds the Payload stream reassembled from continuation.
+	v2        bool
+	invHandle uint32
+	contBuf   *Buffer
+
 	// Read progress (Serve goroutine only).
 	nextSeg      int
 	curChunk     int
@@ -153,6 +160,10 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	}
 	call := &r.call
 	data := r.buf.Bytes[:n]
+	if c.cfg.V2 && c.routeV2(r, data) {
+		return
+	}
+	call.v2 = false
 	hlen, err := call.hdr.Decode(data, c.cfg.Limits)
 	if err != nil {
 		c.badHeader(r, err)
@@ -171,6 +182,14 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 	if c.backwardReply(r, data[hlen:]) {
 		return
 	}
+	c.acceptCall(r, data, hlen)
+}
+
+// acceptCall takes a decoded call (either version; data[hlen:] its
+// Payload stream) through the credit check and prepareCall to the
+// Handler, directly or after its RDMA Reads. Serve goroutine only.
+func (c *ResponderConn) acceptCall(r *recvCtxt, data []byte, hlen int) {
+	call := &r.call
 	// Credit overrun: more calls than we ever grant. Linux servers get an
 	// RNR on the QP; we have spare receives, so the call is dropped and
 	// counted and the connection survives. (A peer that keeps going
@@ -179,6 +198,7 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 		c.met.Dropped(DropCreditOverrun)
 		c.log.Warn("call beyond the credit limit dropped", "peer", c.RemoteAddr(),
 			"xid", call.hdr.XID, "credits", c.cfg.Credits)
+		call.releaseAll()
 		c.repost(r)
 		return
 	}
@@ -199,6 +219,16 @@ func (c *ResponderConn) received(r *recvCtxt, n int) {
 // chunk Position outside the RPC message, ERR_CHUNK for the rest.
 func (c *ResponderConn) rejectCall(r *recvCtxt, err error) {
 	h := &r.call.hdr
+	r.call.releaseAll()
+	if r.call.v2 {
+		c.log.Debug("version-two call refused", "peer", c.RemoteAddr(), "xid", h.XID, "reason", err)
+		if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
+			c.answerV2Garbage(r, h.XID)
+			return
+		}
+		c.answerV2(r, h.XID, V2Version, v2Answer(err))
+		return
+	}
 	if errors.Is(err, errPositionPast) || errors.Is(err, errPositionBack) {
 		c.log.Debug("call answered with GARBAGE_ARGS", "peer", c.RemoteAddr(), "xid", h.XID, "reason", err)
 		c.answerError(r, ErrCodeGarbageArgs, h.XID, Version, c.grantFor(h.Credit))
@@ -396,6 +426,16 @@ func (c *ResponderConn) takeChunks(call *Call) error {
 	return nil
 }
 
+// releaseAll releases the call's Read chunk buffers and its reassembled
+// Payload stream.
+func (call *Call) releaseAll() {
+	if call.contBuf != nil {
+		call.contBuf.Release()
+		call.contBuf = nil
+	}
+	call.releaseChunks()
+}
+
 func (call *Call) releaseChunks() {
 	for i, b := range call.chunkBufs {
 		if b != nil {
@@ -473,7 +513,7 @@ func (c *ResponderConn) deliver(call *Call) {
 	m := &call.Msg
 	m.Reset()
 	m.XID = h.XID
-	src, srcBuf := call.inline, (*Buffer)(nil)
+	src, srcBuf := call.inline, call.contBuf
 	bufs, lens := call.chunkBufs, call.chunkLens
 	if call.hasPZ {
 		if srcBuf = bufs[0]; srcBuf != nil {
@@ -484,8 +524,12 @@ func (c *ResponderConn) deliver(call *Call) {
 			// RFC 8166 §4.5.2: the Long Call's rdma_xid is not its XID.
 			c.log.Debug("call answered with ERR_CHUNK", "peer", c.RemoteAddr(), "xid", h.XID, "reason", errXIDMismatch)
 			call.state.Store(callDone)
-			call.releaseChunks()
+			call.releaseAll()
 			c.outstanding.Add(-1)
+			if call.v2 {
+				c.answerV2(call.rc, h.XID, V2Version, V2ErrorBody{Code: V2ErrBadXDR})
+				return
+			}
 			c.answerError(call.rc, ErrCodeChunk, h.XID, Version, c.grantFor(h.Credit))
 			return
 		}
@@ -513,7 +557,7 @@ func (c *ResponderConn) abortCall(call *Call) {
 	if !call.state.CompareAndSwap(callReading, callDone) {
 		return
 	}
-	call.releaseChunks()
+	call.releaseAll()
 	c.outstanding.Add(-1)
 	c.repost(call.rc)
 }
@@ -521,7 +565,7 @@ func (c *ResponderConn) abortCall(call *Call) {
 // endCall releases what a call holds after Reply or Drop and reposts its
 // receive, which also returns the call's credit.
 func (c *ResponderConn) endCall(call *Call) {
-	call.releaseChunks()
+	call.releaseAll()
 	call.Msg.Reset()
 	c.outstanding.Add(-1)
 	c.repost(call.rc)

@@ -45,6 +45,11 @@ type sendCtxt struct {
 	chunk []int       // Write chunk of each reply piece, -1 if none (pairReply)
 	bufs  []*Buffer   // released when the Send completes
 	slots int
+	// sends is the number of Sends in the chain (more than one for a
+	// version-two reply sent by continuation); v2err the code of a
+	// version-two RDMA2_ERROR built in place of a reply.
+	sends int
+	v2err V2ErrCode
 	// posted is when the chain was posted (UnixNano; 0: not in flight),
 	// for the reply timeout; set only when there is one.
 	posted atomic.Int64
@@ -52,6 +57,7 @@ type sendCtxt struct {
 
 func (s *sendCtxt) begin() {
 	s.wrs, s.rng, s.sges, s.src = s.wrs[:0], s.rng[:0], s.sges[:0], s.src[:0]
+	s.sends, s.v2err = 1, 0
 }
 
 func (s *sendCtxt) releaseBufs() {
@@ -290,12 +296,19 @@ func (c *ResponderConn) buildError(s *sendCtxt, code ErrorCode, xid, vers, credi
 	var n int
 	switch code {
 	case ErrCodeVers:
-		n, _ = EncodeErrVers(s.buf.Bytes, xid, vers, credit, Version, Version)
+		low, high := c.versRange()
+		n, _ = EncodeErrVers(s.buf.Bytes, xid, vers, credit, low, high)
 	case ErrCodeGarbageArgs:
 		n = encodeGarbageArgs(s.buf.Bytes, xid, credit)
 	default:
 		n, _ = EncodeErrChunk(s.buf.Bytes, xid, Version, credit)
 	}
+	s.single(n)
+}
+
+// single makes the built s one signaled Send of the first n bytes of its
+// buffer (an answer rather than a reply).
+func (s *sendCtxt) single(n int) {
 	s.sges = append(s.sges, s.buf.SGE(0, n))
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, 0, 0, 0)
 	s.wrs[0].Signal = true
@@ -342,11 +355,26 @@ func (call *Call) Reply(msg *Message) error {
 	}
 	kind, written, err := c.buildReply(s, call, msg)
 	if err != nil {
-		c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
-		c.buildError(s, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
+		if call.v2 {
+			c.buildV2ReplyError(s, call, err)
+		} else {
+			c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
+			c.buildError(s, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
+		}
 		kind, written = ReplyError, 0
 	}
+	if call.v2 && !c.v2TakeSends(s.sends, 0, wait) {
+		c.putSend(s)
+		c.endCall(call)
+		if c.isDead() {
+			return c.closedErr()
+		}
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply (no credit from the peer)"))
+	}
 	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
+		if call.v2 {
+			c.v2.sent.Add(-uint32(s.sends))
+		}
 		c.putSend(s)
 		c.endCall(call)
 		if c.isDead() {
@@ -360,11 +388,17 @@ func (call *Call) Reply(msg *Message) error {
 	c.endCall(call)
 	sent := s.sendLen() // s may be recycled as soon as it is posted
 	inv := s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv
+	sends, v2err := s.sends, s.v2err
 	if err := c.post(s); err != nil {
 		return err
 	}
-	if kind == ReplyError {
+	switch {
+	case kind == ReplyError && call.v2:
+		c.v2.met.V2ErrorSent(v2err)
+	case kind == ReplyError:
 		c.met.ErrorSent(ErrCodeChunk)
+	case sends > 1:
+		c.v2.met.V2Continued(false, sends)
 	}
 	c.met.ReplySent(kind, sent, written)
 	if inv {
@@ -400,6 +434,10 @@ func (c *ResponderConn) closedErr() error {
 // takeOwnership moves the references msg holds into s.
 func (s *sendCtxt) takeOwnership(call *Call, msg *Message) {
 	if msg == &call.Msg {
+		if call.contBuf != nil {
+			s.own(call.contBuf)
+			call.contBuf = nil
+		}
 		for i, b := range call.chunkBufs {
 			if b != nil {
 				s.own(b)
@@ -427,12 +465,16 @@ func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (Reply
 	ch := &call.hdr
 	s.takeOwnership(call, msg)
 	h := &s.hdr
-	initReplyHeader(h, ch, c.grantFor(ch.Credit))
+	credit := c.grantFor(ch.Credit)
+	if call.v2 {
+		credit = c.v2Grant()
+	}
+	initReplyHeader(h, ch, credit)
 	l, err := s.pairReply(ch, msg)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := c.placeReply(h, ch, &l); err != nil {
+	if err := c.placeReply(h, ch, &l, call.v2); err != nil {
 		return 0, 0, err
 	}
 	st, err := c.stage(s, l.staging())
@@ -444,18 +486,21 @@ func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (Reply
 		s.appendReplyChunkWrites(ch, h, msg, &st, c.maxSGE)
 		written += l.inline
 	}
+	if l.continued {
+		return c.appendContinued(s, call, msg, h, &l, written)
+	}
 	if len(s.wrs)+1 > c.sqDepth {
 		return 0, 0, errTooManyWRs
 	}
-	hlen := h.EncodedLen()
-	if _, err := h.Encode(s.buf.Bytes[:hlen]); err != nil {
+	hlen, err := encodeReplyHeader(s.buf.Bytes, h, call.v2)
+	if err != nil {
 		return 0, 0, err
 	}
 	sendLen := hlen
 	if !l.longReply {
 		sendLen = s.copyInline(msg, hlen)
 	}
-	c.appendSend(s, sendLen, ch)
+	c.appendSend(s, sendLen, call)
 	if l.longReply {
 		return ReplyReplyChunk, written, nil
 	}
@@ -475,6 +520,9 @@ type replyLayout struct {
 	ddpCopy, inlineCopy int
 	// longReply: the reply goes into the Reply chunk (RDMA_NOMSG).
 	longReply bool
+	// continued: a version-two reply goes by continuation, in several
+	// Sends (responder_v2reply.go).
+	continued bool
 }
 
 // staging is the staging memory the layout needs: inline content of an
@@ -519,8 +567,8 @@ func (s *sendCtxt) pairReply(ch *Header, msg *Message) (replyLayout, error) {
 		switch n := len(p.Data); {
 		case k >= 0:
 			if uint64(n) > ch.Writes[k].Len() {
-				return l, fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
-					errWriteChunkTooSmall, k, n, k, ch.Writes[k].Len())
+				return l, &roomError{chunk: k, need: uint64(n), err: fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
+					errWriteChunkTooSmall, k, n, k, ch.Writes[k].Len())}
 			}
 			if p.Buf == nil {
 				l.ddpCopy += n
@@ -540,12 +588,17 @@ func (s *sendCtxt) pairReply(ch *Header, msg *Message) (replyLayout, error) {
 
 // placeReply decides between an inline reply and the Reply chunk
 // (RDMA_NOMSG, the Reply chunk echoed with zero lengths into h); neither
-// fitting is an error.
-func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout) error {
-	if h.EncodedLen()+l.inline <= c.sendMax {
+// fitting is an error, except in version two, where the reply then goes
+// by continuation.
+func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout, v2 bool) error {
+	if replyHeaderLen(h, v2)+l.inline <= c.sendMax {
 		return nil
 	}
 	if !ch.HasReply || ch.Reply.Len() < uint64(l.inline) {
+		if v2 {
+			l.continued = true // the draft's SHOULD; appendContinued may still refuse
+			return nil
+		}
 		return fmt.Errorf("%w: %d bytes inline, threshold %d, Reply chunk %d",
 			errReplyTooLarge, l.inline, c.sendMax, ch.Reply.Len())
 	}
@@ -554,8 +607,8 @@ func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout) error 
 	for i := range h.Reply {
 		h.Reply[i].Length = 0
 	}
-	if h.EncodedLen() > c.sendMax {
-		return fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, h.EncodedLen())
+	if n := replyHeaderLen(h, v2); n > c.sendMax {
+		return fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, n)
 	}
 	l.longReply = true
 	return nil
@@ -621,13 +674,13 @@ func (s *sendCtxt) copyInline(msg *Message, off int) int {
 
 // appendSend ends the chain with the signaled Send of the first sendLen
 // bytes of s.buf, with Invalidate when the call allows (responder_inv.go).
-func (c *ResponderConn) appendSend(s *sendCtxt, sendLen int, ch *Header) {
+func (c *ResponderConn) appendSend(s *sendCtxt, sendLen int, call *Call) {
 	start := len(s.sges)
 	s.sges = append(s.sges, s.buf.SGE(0, sendLen))
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, start, 0, 0)
 	s.wrs[len(s.wrs)-1].Signal = true
 	s.slots = len(s.wrs)
-	c.setInvalidate(&s.wrs[len(s.wrs)-1], ch)
+	c.setInvalidate(&s.wrs[len(s.wrs)-1], call)
 }
 
 // stager hands out local scatter/gather elements for reply pieces:

@@ -252,6 +252,16 @@ func (r *Reassembler) InProgress() (uint32, bool) { return r.xid, r.active }
 // up on the one in progress and released its storage).
 func (r *Reassembler) Reset() { *r = Reassembler{Max: r.Max} }
 
+// Abort ends the sequence in progress on the receiver's own account (it
+// found no memory for it, say) and discards the rest of its fragments up
+// to its INLINE, as after a refused MIDDLE; the caller answers it.
+func (r *Reassembler) Abort() {
+	if r.active {
+		r.active = false
+		r.discarding, r.discardXID = true, r.xid
+	}
+}
+
 // Offer examines one message that V2Header.Decode accepted: h its header
 // and payload the bytes after the header (for MIDDLE and INLINE types the
 // fragment's Payload, at least 4 bytes). The caller acts on the verdict;

@@ -144,11 +144,14 @@ type ResponderConn struct {
 	pd       verbs.PD
 	srq      verbs.SRQ
 
-	sendMax   int // inline threshold for replies, after RFC 8797
-	recvMax   int
-	remoteInv bool // the peer takes Send With Invalidate
-	maxSGE    int
-	sqDepth   int
+	sendMax int // inline threshold for replies, after RFC 8797
+	// sendBufSize is the size of send buffers: sendMax, or the larger
+	// version-two threshold when V2 is on.
+	sendBufSize int
+	recvMax     int
+	remoteInv   bool // the peer takes Send With Invalidate
+	maxSGE      int
+	sqDepth     int
 
 	// Receives. recvMu orders reposting (Reply/Drop) against teardown.
 	recvs  []recvCtxt
@@ -231,6 +234,7 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	if c.sendMax < MinHeaderSize+4 {
 		return fmt.Errorf("rdmarpc: responder: inline send threshold %d is too small", c.sendMax)
 	}
+	c.v2Setup(ok)
 
 	nrecv := cfg.Credits + recvExtra + c.bcRecvs()
 	nsend := nrecv + cfg.Credits

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type rawClient struct {
 	mem    *verbs.Memory
 	mr     verbs.MR // the whole region: local, remote read and write
 	got    chan []byte
+	recvd  atomic.Uint32 // messages received
 	stopCh chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -103,6 +105,7 @@ func (c *rawClient) collect() {
 			i := int(wc.ID)
 			c.got <- bytes.Clone(c.mem.Bytes()[i*rawRecvSize : i*rawRecvSize+wc.ByteLen])
 			c.postRecv(i)
+			c.recvd.Add(1)
 		}
 		if n == 0 && c.rcq.Wait(ctx) != nil {
 			return

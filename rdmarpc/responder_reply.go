@@ -177,7 +177,7 @@ func (c *ResponderConn) getSend(wait bool) *sendCtxt {
 func (c *ResponderConn) sendBuf(s *sendCtxt, wait bool) bool {
 	pause := time.Millisecond
 	for {
-		b, err := c.pool.Get(c.sendMax)
+		b, err := c.pool.Get(c.sendBufSize)
 		if err == nil {
 			s.buf = b
 			return true
@@ -363,24 +363,21 @@ func (call *Call) Reply(msg *Message) error {
 		}
 		kind, written = ReplyError, 0
 	}
-	if call.v2 && !c.v2TakeSends(s.sends, 0, wait) {
-		c.putSend(s)
-		c.endCall(call)
-		if c.isDead() {
-			return c.closedErr()
-		}
-		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply (no credit from the peer)"))
-	}
 	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
-		if call.v2 {
-			c.v2.sent.Add(-uint32(s.sends))
-		}
 		c.putSend(s)
 		c.endCall(call)
 		if c.isDead() {
 			return c.closedErr()
 		}
 		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
+	}
+	// Version two: the Sends count against the peer's credit. Inside
+	// ServeCall all of it must be there now; elsewhere postV2 waits.
+	if call.v2 && !wait && !c.v2TakeSends(s.sends, 0, false) {
+		c.sq.put(s.slots)
+		c.putSend(s)
+		c.endCall(call)
+		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply (no credit from the peer)"))
 	}
 	// The receive goes back before the reply leaves, so the requester,
 	// which may send its next call as soon as it sees this reply, always
@@ -389,7 +386,12 @@ func (call *Call) Reply(msg *Message) error {
 	sent := s.sendLen() // s may be recycled as soon as it is posted
 	inv := s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv
 	sends, v2err := s.sends, s.v2err
-	if err := c.post(s); err != nil {
+	if call.v2 && wait {
+		err = c.postV2(s)
+	} else {
+		err = c.post(s)
+	}
+	if err != nil {
 		return err
 	}
 	switch {
@@ -591,7 +593,8 @@ func (s *sendCtxt) pairReply(ch *Header, msg *Message) (replyLayout, error) {
 // fitting is an error, except in version two, where the reply then goes
 // by continuation.
 func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout, v2 bool) error {
-	if replyHeaderLen(h, v2)+l.inline <= c.sendMax {
+	sendMax := c.replyMax(v2)
+	if replyHeaderLen(h, v2)+l.inline <= sendMax {
 		return nil
 	}
 	if !ch.HasReply || ch.Reply.Len() < uint64(l.inline) {
@@ -600,14 +603,14 @@ func (c *ResponderConn) placeReply(h *Header, ch *Header, l *replyLayout, v2 boo
 			return nil
 		}
 		return fmt.Errorf("%w: %d bytes inline, threshold %d, Reply chunk %d",
-			errReplyTooLarge, l.inline, c.sendMax, ch.Reply.Len())
+			errReplyTooLarge, l.inline, sendMax, ch.Reply.Len())
 	}
 	h.Proc = ProcNoMsg
 	h.SetReplyChunk(ch.Reply...)
 	for i := range h.Reply {
 		h.Reply[i].Length = 0
 	}
-	if n := replyHeaderLen(h, v2); n > c.sendMax {
+	if n := replyHeaderLen(h, v2); n > sendMax {
 		return fmt.Errorf("%w: the reply header alone is %d bytes", errReplyTooLarge, n)
 	}
 	l.longReply = true

@@ -71,6 +71,7 @@ type v2Responder struct {
 	peerCredit atomic.Uint32
 	granted    atomic.Uint32
 	credit     broadcast // peerCredit changed
+	sendMax    int       // inline threshold for version-two replies
 	met        ResponderV2Metrics
 
 	// Serve goroutine only.
@@ -126,6 +127,30 @@ func (b *broadcast) signal() {
 		b.ch = nil
 	}
 	b.mu.Unlock()
+}
+
+// v2Setup settles the version-two inline threshold for replies: the
+// peer's RFC 8797 receive size when it sent one, else the draft's
+// default of 4096 (V2DefaultInline), never above InlineSend; the send
+// buffers hold the larger of the two versions' thresholds.
+func (c *ResponderConn) v2Setup(privateData bool) {
+	c.sendBufSize = c.sendMax
+	c.v2.sendMax = c.sendMax
+	if !c.cfg.V2 {
+		return
+	}
+	if !privateData {
+		c.v2.sendMax = min(c.cfg.InlineSend, V2DefaultInline)
+	}
+	c.sendBufSize = max(c.sendMax, c.v2.sendMax)
+}
+
+// replyMax is the inline threshold for a reply of version two (v2) or one.
+func (c *ResponderConn) replyMax(v2 bool) int {
+	if v2 {
+		return c.v2.sendMax
+	}
+	return c.sendMax
 }
 
 func (c *ResponderConn) v2Init() {

@@ -3,6 +3,7 @@ package rdmarpc
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
 	"github.com/rdmagw/rdmagw/xdr"
@@ -88,7 +89,7 @@ func (c *ResponderConn) maxContSends() int { return max(c.sqDepth/4, 2) }
 // signaled (and With Invalidate when the call asks).
 func (c *ResponderConn) appendContinued(s *sendCtxt, call *Call, msg *Message, h *Header, l *replyLayout, written int) (ReplyKind, int, error) {
 	final := replyHeaderLen(h, true)
-	p, err := PlanContinuation(l.inline, final, c.sendMax)
+	p, err := PlanContinuation(l.inline, final, c.v2.sendMax)
 	if err == nil && (p.Frags > c.maxContSends() || len(s.wrs)+p.Frags > c.sqDepth) {
 		err = fmt.Errorf("%d Sends, at most %d", p.Frags, min(c.maxContSends(), c.sqDepth-len(s.wrs)))
 	}
@@ -118,7 +119,13 @@ func (c *ResponderConn) appendContinued(s *sendCtxt, call *Call, msg *Message, h
 		cur.read(b.Bytes[pos+n : pos+n+end-off])
 		start := len(s.sges)
 		s.sges = append(s.sges, b.SGE(pos, n+end-off))
-		s.addWR(wrSend|uint64(s.idx), verbs.OpSend, start, 0, 0)
+		// Only the last Send is signaled and retires the chain; the
+		// others complete unseen, or are reported like failed Writes.
+		id := wrWrite | uint64(s.idx)
+		if i == p.Frags-1 {
+			id = wrSend | uint64(s.idx)
+		}
+		s.addWR(id, verbs.OpSend, start, 0, 0)
 		pos += n + end - off
 	}
 	last := &s.wrs[len(s.wrs)-1]
@@ -194,5 +201,75 @@ func (c *ResponderConn) answerV2Garbage(r *recvCtxt, xid uint32) {
 	s.single(n)
 	if c.post(s) == nil {
 		c.met.ReplySent(ReplyInline, n, 0)
+	}
+}
+
+// postV2 posts a built version-two chain whose Sends count against the
+// peer's credit: as many as the credit allows at a time, waiting for more
+// (a GRANT, or the credit in the peer's next message) in between, so that
+// a continued reply longer than the peer's window goes as the peer makes
+// room. Handler goroutines only. If the connection ends while it waits,
+// the part already posted flushes and the chain is abandoned.
+func (c *ResponderConn) postV2(s *sendCtxt) error {
+	if c.v2TakeSends(s.sends, 0, false) {
+		return c.post(s)
+	}
+	s.link()
+	c.inFlight.Add(1)
+	if c.cfg.ReplyTimeout > 0 {
+		s.posted.Store(time.Now().UnixNano())
+	}
+	left := s.sends
+	for first := 0; first < len(s.wrs); {
+		n := c.v2TakeSome(left)
+		if n == 0 {
+			// The connection ended: what was posted flushes (reported
+			// like failed Writes, never retiring the chain), so the
+			// chain is retired here.
+			s.posted.Store(0)
+			c.inFlight.Add(-1)
+			c.putSend(s)
+			return c.closedErr()
+		}
+		left -= n
+		end := first
+		for sends := 0; sends < n; end++ {
+			if op := s.wrs[end].Op; op == verbs.OpSend || op == verbs.OpSendInv {
+				sends++
+			}
+		}
+		next := s.wrs[end-1].Next
+		s.wrs[end-1].Next = nil
+		err := c.qp.PostSend(&s.wrs[first])
+		s.wrs[end-1].Next = next
+		if err != nil {
+			s.posted.Store(0)
+			c.inFlight.Add(-1)
+			c.putSend(s)
+			return c.postFailed("reply", err)
+		}
+		first = end
+	}
+	return nil
+}
+
+// v2TakeSome waits until the peer's credit allows at least one more Send
+// and takes up to n; 0 when the connection ended.
+func (c *ResponderConn) v2TakeSome(n int) int {
+	for {
+		ch := c.v2.credit.wait()
+		sent := c.v2.sent.Load()
+		if avail := int32(c.v2.peerCredit.Load() - sent); avail > 0 {
+			k := min(n, int(avail))
+			if c.v2.sent.CompareAndSwap(sent, sent+uint32(k)) {
+				return k
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-c.dead:
+			return 0
+		}
 	}
 }

@@ -548,4 +548,3 @@ func TestV2ResponderBadInput(t *testing.T) {
 	}
 	check()
 }
-

@@ -219,8 +219,8 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 	if c.cfg.ReplyTimeout > 0 {
 		s.posted.Store(time.Now().UnixNano())
 	}
-	left := s.sends
-	for first := 0; first < len(s.wrs); {
+	left, total := s.sends, len(s.wrs)
+	for first := 0; first < total; {
 		n := c.v2TakeSome(left)
 		if n == 0 {
 			// The connection ended: what was posted flushes (reported
@@ -238,10 +238,15 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 				sends++
 			}
 		}
+		// The last part's signaled Send may retire s at once: s is not
+		// touched after it is posted.
+		last := end == total
 		next := s.wrs[end-1].Next
 		s.wrs[end-1].Next = nil
 		err := c.qp.PostSend(&s.wrs[first])
-		s.wrs[end-1].Next = next
+		if !last {
+			s.wrs[end-1].Next = next
+		}
 		if err != nil {
 			s.posted.Store(0)
 			c.inFlight.Add(-1)

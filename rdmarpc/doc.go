@@ -33,7 +33,15 @@
 //	                       Call (XID, WriteChunks, WriteChunkLen)
 //	responder_reply.go     reply: pairReply, placeReply, the Write+Send chain
 //	responder_inv.go       Send With Invalidate
-//	responder_garbage.go   the GARBAGE_ARGS answer
+//	responder_garbage.go   the GARBAGE_ARGS answer (both versions)
+//	responder_v2.go        version two on the responder (ResponderConfig.V2):
+//	                       the version decided per connection, a v2 call
+//	                       translated to the v1 Header the engine serves,
+//	                       RDMA2_ERROR answers, credits and GRANT,
+//	                       continued calls (Reassembler)
+//	responder_v2reply.go   v2 reply headers (REPLY_INLINE/EXTERNAL), the
+//	                       reply by continuation, WRITE/REPLY_RESOURCE,
+//	                       posting as the peer's credit allows
 //	requester.go           requester connection, credits, reply matching
 //	requester_marshal.go   marshal (inline, Read chunks, Long call), reply
 //	requester_reg.go       per-RPC registration and invalidation
@@ -257,6 +265,23 @@
 //   - Decode answers a version other than 2 with RDMA2_ERR_VERS; whether
 //     it should be VERS_MISMATCH (version fixed on the connection) is the
 //     engine's knowledge.
+//
+// Positions the responder takes (responder_v2.go says more):
+//
+//   - The first message with a supported version fixes the connection's
+//     version. Afterwards version one gets RDMA2_ERR_VERS_MISMATCH on a
+//     version-two connection (echoing rdma_vers = 1, as every RDMA2_ERROR
+//     echoes the version it answers), other versions RDMA2_ERR_VERS 1..2;
+//     a version-one connection answers any other version ERR_VERS 1..1.
+//   - rdma_credit = V2Credit(messages received, Credits - calls
+//     outstanding): the draft's "Sent count + Advertised" in the lockstep
+//     case, and still right when calls come in fragments or GRANTs flow.
+//   - rdma_remaining counts the bytes after the fragment (v2_cont.go).
+//   - RDMA2_GRANT and RDMA2_ERROR do not break a continuation sequence;
+//     everything else does, and both the breaking message and the broken
+//     sequence get RDMA2_ERR_INVAL_CONT.
+//   - rdma_inv_handle is honoured only when it names one of the call's
+//     handles (InvHandleListed); control messages never invalidate.
 //
 // # Private data (RFC 8797)
 //

@@ -354,6 +354,8 @@ type pairOpts struct {
 	noRequester bool
 	// inline: the handler answers within ServeCall.
 	inline bool
+	// handler, if set, serves the calls instead of the toy handler.
+	handler Handler
 }
 
 func newEnginePair(t testing.TB, o pairOpts) *enginePair {
@@ -390,7 +392,11 @@ func newEnginePair(t testing.TB, o pairOpts) *enginePair {
 		}
 		p.resp = rc
 		accepted <- nil
-		p.served <- rc.Serve(context.Background(), p.h)
+		var h Handler = p.h
+		if o.handler != nil {
+			h = o.handler
+		}
+		p.served <- rc.Serve(context.Background(), h)
 	}()
 	if !o.noRequester {
 		o.qcfg.Pool = p.cli.pool

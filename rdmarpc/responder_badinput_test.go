@@ -18,19 +18,21 @@ import (
 // broken or hostile peer might send.
 
 type rawClient struct {
-	t      testing.TB
-	dev    verbs.Device
-	pd     verbs.PD
-	scq    verbs.CQ
-	rcq    verbs.CQ
-	conn   verbs.Conn
-	mem    *verbs.Memory
-	mr     verbs.MR // the whole region: local, remote read and write
-	got    chan []byte
-	recvd  atomic.Uint32 // messages received
-	stopCh chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	t     testing.TB
+	dev   verbs.Device
+	pd    verbs.PD
+	scq   verbs.CQ
+	rcq   verbs.CQ
+	conn  verbs.Conn
+	mem   *verbs.Memory
+	mr    verbs.MR // the whole region: local, remote read and write
+	got   chan []byte
+	recvd atomic.Uint32 // messages received
+	// collecting: collect runs (and closes done when it ends).
+	collecting atomic.Bool
+	stopCh     chan struct{}
+	done       chan struct{}
+	once       sync.Once
 }
 
 const (
@@ -42,6 +44,16 @@ const (
 )
 
 func dialRaw(t testing.TB, addr string, pdata []byte) *rawClient {
+	t.Helper()
+	c := dialRawConn(t, addr, pdata)
+	c.collecting.Store(true)
+	go c.collect()
+	return c
+}
+
+// dialRawConn connects and posts the receives; the caller collects what
+// arrives (collect, or polling rcq itself).
+func dialRawConn(t testing.TB, addr string, pdata []byte) *rawClient {
 	t.Helper()
 	if len(pdata) >= PrivateDataSize {
 		// One region serves all the raw client's calls, so it does not
@@ -74,7 +86,6 @@ func dialRaw(t testing.TB, addr string, pdata []byte) *rawClient {
 	for i := range rawRecvs {
 		c.postRecv(i)
 	}
-	go c.collect()
 	t.Cleanup(c.close)
 	return c
 }
@@ -118,7 +129,9 @@ func (c *rawClient) close() { c.once.Do(c.doClose) }
 func (c *rawClient) doClose() {
 	c.conn.Close()
 	close(c.stopCh)
-	<-c.done
+	if c.collecting.Load() {
+		<-c.done
+	}
 	c.mr.Deregister()
 	c.mem.Free()
 	c.scq.Close()
@@ -201,10 +214,17 @@ const (
 )
 
 // TestResponderBadInput: every malformed message gets its specified
-// answer, and the connection stays usable.
+// answer, and the connection stays usable; with version two enabled too,
+// where a version-one client must see exactly the same.
 func TestResponderBadInput(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "v1only", true: "v2enabled"}[v2], func(t *testing.T) { testResponderBadInput(t, v2) })
+	}
+}
+
+func testResponderBadInput(t *testing.T, v2 bool) {
 	check := goroutineBaseline(t)
-	p := newEnginePair(t, pairOpts{noRequester: true})
+	p := newEnginePair(t, pairOpts{noRequester: true, rcfg: ResponderConfig{V2: v2}})
 	c := dialRaw(t, p.rawAddr, linuxPrivateData)
 	if err := <-p.accepted; err != nil {
 		t.Fatal(err)

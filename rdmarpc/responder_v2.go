@@ -216,8 +216,8 @@ func (c *ResponderConn) v2Grant() uint32 {
 // (until the connection ends) when wait; beyond says how many Sends may
 // go past the credit (1 for a GRANT).
 func (c *ResponderConn) v2TakeSends(n, beyond int, wait bool) bool {
+	var ch <-chan struct{}
 	for {
-		ch := c.v2.credit.wait()
 		sent := c.v2.sent.Load()
 		if int32(c.v2.peerCredit.Load()+uint32(beyond)-sent) >= int32(n) {
 			if c.v2.sent.CompareAndSwap(sent, sent+uint32(n)) {
@@ -228,8 +228,13 @@ func (c *ResponderConn) v2TakeSends(n, beyond int, wait bool) bool {
 		if !wait {
 			return false
 		}
+		if ch == nil {
+			ch = c.v2.credit.wait() // then check again before waiting
+			continue
+		}
 		select {
 		case <-ch:
+			ch = nil
 		case <-c.dead:
 			return false
 		}

@@ -261,8 +261,8 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 // v2TakeSome waits until the peer's credit allows at least one more Send
 // and takes up to n; 0 when the connection ended.
 func (c *ResponderConn) v2TakeSome(n int) int {
+	var ch <-chan struct{}
 	for {
-		ch := c.v2.credit.wait()
 		sent := c.v2.sent.Load()
 		if avail := int32(c.v2.peerCredit.Load() - sent); avail > 0 {
 			k := min(n, int(avail))
@@ -271,8 +271,13 @@ func (c *ResponderConn) v2TakeSome(n int) int {
 			}
 			continue
 		}
+		if ch == nil {
+			ch = c.v2.credit.wait() // then check again before waiting
+			continue
+		}
 		select {
 		case <-ch:
+			ch = nil
 		case <-c.dead:
 			return 0
 		}

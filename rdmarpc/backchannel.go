@@ -176,7 +176,9 @@ func (c *ResponderConn) SetBackchannel(onReply func(xid uint32, reply []byte), m
 }
 
 func (c *ResponderConn) bcOn() bool {
-	return c.bc != nil && c.cfg.Backchannel.MaxCalls > 0 && c.bc.cfg.OnReply != nil
+	// Version one only: a version-two connection has no RFC 8167
+	// backward direction (responder_v2.go).
+	return c.bc != nil && c.cfg.Backchannel.MaxCalls > 0 && c.bc.cfg.OnReply != nil && c.Version() != V2Version
 }
 
 // bcRecvs is how many receives the backchannel adds.

@@ -298,9 +298,10 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 func (c *ResponderConn) badV2Header(r *recvCtxt, err error) {
 	var ve *V2Error
 	if !errors.As(err, &ve) || !ve.Answerable() {
-		c.met.Dropped(DropShort)
 		if ve != nil {
-			c.met.Dropped(DropClientError)
+			c.met.Dropped(DropClientError) // an RDMA2_ERROR that does not decode
+		} else {
+			c.met.Dropped(DropShort)
 		}
 		c.repost(r)
 		return
@@ -355,7 +356,12 @@ func v2Answer(err error) V2ErrorBody {
 
 // contFragment takes one MIDDLE fragment: storage for the sequence at its
 // start, the copy, the receive back at once (a fragment holds no call),
-// and a GRANT when the peer is running out of credit for the rest.
+// and a GRANT when the peer is running out of credit for the rest. A
+// sequence that finds no pool memory for its whole size (taken at its
+// first fragment, charged like Read chunk memory) is refused with
+// RDMA2_ERR_SYSTEM and the rest of it discarded: unlike a call waiting
+// for Read chunk memory it cannot hold its receive while the requester
+// keeps sending fragments.
 func (c *ResponderConn) contFragment(r *recvCtxt, st ContStep, payload []byte) {
 	if st.Verdict == ContStart {
 		b, err := c.pool.GetQuota(st.Total, c.callQuota)

@@ -17,24 +17,42 @@ type v2BenchClient struct {
 	*rawClient
 	recvWR  [rawRecvs]verbs.RecvWR
 	recvSGE [rawRecvs][1]verbs.SGE
-	sendWR  verbs.SendWR
-	sendSGE [1]verbs.SGE
+	sendWR  []verbs.SendWR
+	sendSGE [][1]verbs.SGE
 	wcs     [rawRecvs]verbs.WC
-	call    []byte // the call, in the send area
+	frags   [][]byte // the call's Sends, in the send area
+	xidOff  int      // where the RPC XID is in frags[0]
 	recvd   uint32
 	ctx     context.Context
 }
 
+// newV2BenchClient prepares a call whose RPC message is 12 + rpcLen bytes,
+// continued when that exceeds the responder's 4 KiB receive.
 func newV2BenchClient(b *testing.B, addr string, rpcLen int) *v2BenchClient {
 	c := &v2BenchClient{rawClient: dialRawConn(b, addr, linuxPrivateData), ctx: context.Background()}
 	var h V2Header
 	h.Init(0, 0, HTypeCallInline)
-	msg := contMsg(b, &h, put32s(0, opRead, 8))
-	msg = append(msg, make([]byte, rpcLen)...)
-	c.call = c.mem.Bytes()[rawSendOff : rawSendOff+len(msg)]
-	copy(c.call, msg)
-	c.sendSGE[0] = verbs.SGE{Buf: c.call, LKey: c.mr.LKey()}
-	c.sendWR = verbs.SendWR{ID: 1, Op: verbs.OpSend, Signal: true, SGL: c.sendSGE[:]}
+	rpc := append(put32s(0, opRead, 8), make([]byte, rpcLen)...)
+	off := rawSendOff
+	for _, f := range contFragments(b, &h, rpc, 4096) {
+		buf := c.mem.Bytes()[off : off+len(f)]
+		copy(buf, f)
+		off += len(f)
+		c.frags = append(c.frags, buf)
+		c.sendSGE = append(c.sendSGE, [1]verbs.SGE{{Buf: buf, LKey: c.mr.LKey()}})
+	}
+	c.xidOff = V2CallInlineMinSize
+	if len(c.frags) > 1 {
+		c.xidOff = V2MiddleHeaderSize
+	}
+	c.sendWR = make([]verbs.SendWR, len(c.frags))
+	for i := range c.sendWR {
+		c.sendWR[i] = verbs.SendWR{ID: uint64(i), Op: verbs.OpSend, SGL: c.sendSGE[i][:]}
+		if i > 0 {
+			c.sendWR[i-1].Next = &c.sendWR[i]
+		}
+	}
+	c.sendWR[len(c.sendWR)-1].Signal = true
 	for i := range rawRecvs {
 		c.recvSGE[i][0] = verbs.SGE{Buf: c.mem.Bytes()[i*rawRecvSize : (i+1)*rawRecvSize], LKey: c.mr.LKey()}
 		c.recvWR[i] = verbs.RecvWR{ID: uint64(i), SGL: c.recvSGE[i][:]}
@@ -45,10 +63,14 @@ func newV2BenchClient(b *testing.B, addr string, rpcLen int) *v2BenchClient {
 // roundTrip sends the call as xid and waits for the whole reply (MIDDLE
 // fragments, GRANTs skipped); it returns the reply's Sends.
 func (c *v2BenchClient) roundTrip(b *testing.B, xid uint32) int {
-	binary.BigEndian.PutUint32(c.call[0:], xid)
-	binary.BigEndian.PutUint32(c.call[8:], V2Credit(c.recvd, rawRecvs-2))
-	binary.BigEndian.PutUint32(c.call[32:], xid) // the RPC XID
-	if err := c.conn.PostSend(&c.sendWR); err != nil {
+	for i, f := range c.frags {
+		binary.BigEndian.PutUint32(f[0:], xid)
+		binary.BigEndian.PutUint32(f[8:], V2Credit(c.recvd, rawRecvs-2))
+		if i == 0 { // the RPC XID, after a MIDDLE or a CALL_INLINE header
+			binary.BigEndian.PutUint32(f[c.xidOff:], xid)
+		}
+	}
+	if err := c.conn.PostSend(&c.sendWR[0]); err != nil {
 		b.Fatal(err)
 	}
 	for c.scq.Poll(c.wcs[:1]) == 0 {
@@ -128,3 +150,7 @@ func BenchmarkV2ResponderInline(b *testing.B) { benchV2Responder(b, 0, 0) }
 // BenchmarkV2ResponderContinued16K: a 16 KiB reply item without a Write
 // or Reply chunk, sent by continuation (5 Sends).
 func BenchmarkV2ResponderContinued16K(b *testing.B) { benchV2Responder(b, 16384, 0) }
+
+// BenchmarkV2ResponderContinuedCall16K: a 16 KiB call in 5 Sends,
+// reassembled, and a small reply.
+func BenchmarkV2ResponderContinuedCall16K(b *testing.B) { benchV2Responder(b, 0, 16384) }

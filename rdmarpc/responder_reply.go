@@ -373,7 +373,7 @@ func (call *Call) Reply(msg *Message) error {
 	}
 	// Version two: the Sends count against the peer's credit. Inside
 	// ServeCall all of it must be there now; elsewhere postV2 waits.
-	if call.v2 && !wait && !c.v2TakeSends(s.sends, 0, false) {
+	if call.v2 && !wait && c.v2Take(s.sends, 0, false, false) == 0 {
 		c.sq.put(s.slots)
 		c.putSend(s)
 		c.endCall(call)

@@ -3,6 +3,7 @@ package rdmarpc
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -62,17 +63,18 @@ import (
 type v2Responder struct {
 	// vers is the connection's version: 0 until decided, then 1 or 2.
 	vers atomic.Uint32
-	// received counts Receive completions (the Received message count);
-	// sent counts our Sends (the Sent message count); peerCredit is the
-	// rdma_credit of the last message received (Received credits);
-	// granted is the last rdma_credit we wrote.
-	received   atomic.Uint32
-	sent       atomic.Uint32
-	peerCredit atomic.Uint32
-	granted    atomic.Uint32
-	credit     broadcast // peerCredit changed
-	sendMax    int       // inline threshold for version-two replies
-	met        ResponderV2Metrics
+	// link is the state both engines keep (v2_propx.go): the property
+	// exchange and the Sent and Received message counts and the peer's
+	// last rdma_credit; granted is the last rdma_credit we wrote. Replies
+	// are built on handler goroutines, so mu guards them.
+	mu      sync.Mutex
+	link    v2Link
+	granted uint32
+	credit  broadcast // the peer's credit changed
+	// sendMax is the inline threshold for version-two replies: 4096 or
+	// the peer's RFC 8797 receive size, then its Receive Buffer Size.
+	sendMax atomic.Int32
+	met     ResponderV2Metrics
 
 	// Serve goroutine only.
 	hdr     V2Header // the message being received
@@ -135,26 +137,27 @@ func (b *broadcast) signal() {
 // buffers hold the larger of the two versions' thresholds.
 func (c *ResponderConn) v2Setup(privateData bool) {
 	c.sendBufSize = c.sendMax
-	c.v2.sendMax = c.sendMax
 	if !c.cfg.V2 {
 		return
 	}
+	sendMax := c.sendMax
 	if !privateData {
-		c.v2.sendMax = min(c.cfg.InlineSend, V2DefaultInline)
+		sendMax = min(c.cfg.InlineSend, V2DefaultInline)
 	}
-	c.sendBufSize = max(c.sendMax, c.v2.sendMax)
+	c.v2.sendMax.Store(int32(sendMax))
+	c.sendBufSize = max(c.sendMax, sendMax)
+	c.v2.link.init(localProps(c.sendBufSize, c.cfg.InlineRecv, 0, c.cfg.Limits.MaxSegmentsPerChunk, RvrsDirNone))
 }
 
 // replyMax is the inline threshold for a reply of version two (v2) or one.
 func (c *ResponderConn) replyMax(v2 bool) int {
 	if v2 {
-		return c.v2.sendMax
+		return int(c.v2.sendMax.Load())
 	}
 	return c.sendMax
 }
 
 func (c *ResponderConn) v2Init() {
-	c.v2.peerCredit.Store(V2InitialReceivedCredits)
 	c.v2.met = nopV2Metrics{}
 	if m, ok := c.cfg.Metrics.(ResponderV2Metrics); ok {
 		c.v2.met = m
@@ -206,27 +209,36 @@ func (c *ResponderConn) routeV2(r *recvCtxt, data []byte) bool {
 
 // v2Grant is the rdma_credit of a message we send now.
 func (c *ResponderConn) v2Grant() uint32 {
-	adv := max(c.cfg.Credits-int(c.outstanding.Load()), 0)
-	g := V2Credit(c.v2.received.Load(), uint32(adv))
-	c.v2.granted.Store(g)
+	adv := c.cfg.Credits - int(c.outstanding.Load())
+	c.v2.mu.Lock()
+	g := c.v2.link.creditFor(adv)
+	c.v2.granted = g
+	c.v2.mu.Unlock()
 	return g
 }
 
-// v2TakeSends reserves n Sends against the peer's credit, waiting for it
-// (until the connection ends) when wait; beyond says how many Sends may
-// go past the credit (1 for a GRANT).
-func (c *ResponderConn) v2TakeSends(n, beyond int, wait bool) bool {
+// v2Take takes Sends against the peer's credit, beyond it by beyond (1
+// for a GRANT): n of them, or (some) as many as there is credit for, up
+// to n; with wait it waits for credit until the connection ends. It
+// returns the Sends taken, 0 for none.
+func (c *ResponderConn) v2Take(n, beyond int, some, wait bool) int {
 	var ch <-chan struct{}
 	for {
-		sent := c.v2.sent.Load()
-		if int32(c.v2.peerCredit.Load()+uint32(beyond)-sent) >= int32(n) {
-			if c.v2.sent.CompareAndSwap(sent, sent+uint32(n)) {
-				return true
-			}
-			continue
+		c.v2.mu.Lock()
+		l := &c.v2.link
+		avail := int(int32(l.credit-l.sent)) + beyond
+		k := n
+		if some {
+			k = min(n, avail)
 		}
+		if k > 0 && avail >= k {
+			l.sent += uint32(k)
+			c.v2.mu.Unlock()
+			return k
+		}
+		c.v2.mu.Unlock()
 		if !wait {
-			return false
+			return 0
 		}
 		if ch == nil {
 			ch = c.v2.credit.wait() // then check again before waiting
@@ -236,15 +248,21 @@ func (c *ResponderConn) v2TakeSends(n, beyond int, wait bool) bool {
 		case <-ch:
 			ch = nil
 		case <-c.dead:
-			return false
+			return 0
 		}
 	}
+}
+
+// v2Untake gives back n Sends taken but never posted.
+func (c *ResponderConn) v2Untake(n int) {
+	c.v2.mu.Lock()
+	c.v2.link.sent -= uint32(n)
+	c.v2.mu.Unlock()
 }
 
 // receivedV2 handles one message on a version-two connection. Serve
 // goroutine only.
 func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
-	c.v2.received.Add(1)
 	v := &c.v2.hdr
 	if c.v2.reasm.Max == 0 {
 		c.v2.reasm.Max = c.pool.MaxSize()
@@ -253,12 +271,21 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 		}
 	}
 	hlen, err := v.Decode(data, c.cfg.Limits)
+	c.v2.mu.Lock()
 	if err != nil {
+		c.v2.link.received++ // counted, its credit not trusted
+		c.v2.mu.Unlock()
 		c.badV2Header(r, err)
 		return
 	}
-	c.v2.peerCredit.Store(v.Credit)
+	err = c.v2.link.recv(v) // counts it, takes its credit and properties
+	c.v2.mu.Unlock()
 	c.v2.credit.signal()
+	if err != nil {
+		c.dropCont()
+		c.badV2Header(r, err) // BAD_PROPVAL, INVAL_CONT of a property sequence
+		return
+	}
 	payload := data[hlen:]
 	st := c.v2.reasm.Offer(v, payload)
 	switch st.Verdict {
@@ -278,8 +305,10 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 	switch v.HType {
 	case HTypeCallInline, HTypeCallExternal:
 		c.callV2(r, v, data, hlen)
-	case HTypeGrant:
-		c.repost(r) // the credit is taken above
+	case HTypeGrant, HTypeConnPropMiddle:
+		c.repost(r) // the credit and properties are taken above
+	case HTypeConnPropFinal:
+		c.answerProps(r)
 	case HTypeError:
 		// Never answered (no error loops); a requester has no call of
 		// ours to fail.
@@ -419,7 +448,9 @@ func (c *ResponderConn) dropCont() {
 // credit we last granted and a fresh grant gives it more. Serve
 // goroutine.
 func (c *ResponderConn) maybeGrant() {
-	granted, got := c.v2.granted.Load(), c.v2.received.Load()
+	c.v2.mu.Lock()
+	granted, got := c.v2.granted, c.v2.link.received
+	c.v2.mu.Unlock()
 	adv := max(c.cfg.Credits-int(c.outstanding.Load()), 0)
 	if left := int32(granted - got); left > int32(adv/2) || adv == 0 {
 		return
@@ -479,14 +510,50 @@ func (c *ResponderConn) takeControlSend(beyond int) *sendCtxt {
 	if s == nil {
 		return nil
 	}
-	if !c.v2TakeSends(1, beyond, false) {
+	if c.v2Take(1, beyond, false, false) == 0 {
 		c.putSend(s)
 		return nil
 	}
 	if !c.sq.tryTake(1) {
-		c.v2.sent.Add(^uint32(0)) // not sent after all
+		c.v2Untake(1)
 		c.putSend(s)
 		return nil
 	}
 	return s
+}
+
+// answerProps answers the requester's RDMA2_CONNPROP_FINAL with ours (xid
+// 0, as v2Link builds it) and takes the reply threshold the two property
+// sets allow. The exchange is the requester's to start: a responder never
+// sends properties unasked, so a version-one client never sees them.
+func (c *ResponderConn) answerProps(r *recvCtxt) {
+	c.repost(r)
+	s := c.takeControlSend(0)
+	if s == nil {
+		if !c.isDead() {
+			c.unsendable(0, "RDMA2_CONNPROP_FINAL")
+		}
+		return
+	}
+	var h V2Header
+	adv := c.cfg.Credits - int(c.outstanding.Load())
+	c.v2.mu.Lock()
+	c.v2.link.buildProps(&h, adv)
+	c.v2.granted = h.Credit
+	lim := c.v2.link.limits()
+	c.v2.mu.Unlock()
+	c.v2.sendMax.Store(int32(min(lim.SendMax, c.sendBufSize)))
+	s.begin()
+	n, err := h.Encode(s.buf.Bytes)
+	if err != nil {
+		c.putSend(s)
+		c.v2Untake(1)
+		c.sq.put(1)
+		c.fail(fmt.Errorf("rdmarpc: responder: transport properties: %w", err))
+		return
+	}
+	s.single(n)
+	c.log.Debug("transport properties exchanged", "peer", c.RemoteAddr(), "inline_send", lim.SendMax,
+		"inline_recv", lim.RecvMax)
+	c.post(s)
 }

@@ -451,7 +451,18 @@ func TestV2ResponderBadInput(t *testing.T) {
 		{name: "12 bytes", msgs: one(put32s(0x10, 2, 32)), drop: true},
 		{name: "unknown htype", msgs: one(v2(0x11, 99).bytes()), xid: 0x11, err: errAns(V2ErrInvalHType)},
 		{name: "htype 3 (v1 RDMA_DONE)", msgs: one(v2(0x12, 3).bytes()), xid: 0x12, err: errAns(V2ErrInvalHType)},
-		{name: "CONNPROP_FINAL (no property exchange yet)", msgs: one(v2(0x13, HTypeConnPropFinal).u32(0).bytes()), xid: 0x13, err: errAns(V2ErrInvalHType)},
+		{name: "property value of 3 octets", msgs: one(v2(0, HTypeConnPropFinal).u32(1, uint32(PropRecvBufSize), 3, 0x01020300).bytes()), xid: 0, err: errAns(V2ErrBadPropVal)},
+		{name: "Receive Buffer Size below 1024", msgs: one(v2(0, HTypeConnPropFinal).u32(1, uint32(PropRecvBufSize), 4, 512).bytes()), xid: 0, err: errAns(V2ErrBadPropVal)},
+		{name: "CONNPROP_MIDDLE then a call", msgs: [][]byte{v2(0, HTypeConnPropMiddle).u32(0).bytes(), append(call(0x13).u32(0, 0, 0).bytes(), rpc(0x13, opRead, 8)...)}, xid: 0x13, err: errAns(V2ErrInvalCont)},
+		{name: "CONNPROP_FINAL answered with ours", msgs: one(v2(0, HTypeConnPropFinal).u32(1, uint32(PropRecvBufSize), 4, 8192).bytes()),
+			check: func(t *testing.T) {
+				h, _ := c.expectV2(5 * time.Second)
+				p := h.Properties()
+				if h.HType != HTypeConnPropFinal || h.XID != 0 || p.RecvBufSize != 4096 || p.MaxSendSize != 4096 || p.ReverseDir != RvrsDirNone {
+					t.Fatalf("got %v %+v", h, p)
+				}
+			}},
+		{name: "CONNPROP_FINAL after the exchange", msgs: one(v2(0, HTypeConnPropFinal).u32(0).bytes()), xid: 0, err: errAns(V2ErrInvalCont)},
 		{name: "REPLY_INLINE from the requester", msgs: one(append(v2(0x14, HTypeReplyInline).u32(0).bytes(), rpc(0x14, 1)...)), xid: 0x14, err: errAns(V2ErrInvalHType)},
 		{name: "REPLY_EXTERNAL without Reply chunk", msgs: one(v2(0x15, HTypeReplyExternal).u32(0, 0).bytes()), xid: 0x15, err: errAns(V2ErrBadXDR)},
 		{name: "RDMA2_ERROR from the requester", msgs: one(v2(0x16, HTypeError).u32(uint32(V2ErrSystem)).bytes()), drop: true},
@@ -547,4 +558,28 @@ func TestV2ResponderBadInput(t *testing.T) {
 		t.Errorf("responder pool: %d bytes in use after close", n)
 	}
 	check()
+}
+
+// TestV2ResponderPropertyExchange: the requester's first message is its
+// CONNPROP_FINAL; the responder answers with its own and then sends no
+// message larger than the requester's Receive Buffer Size (2048 here:
+// a 6000-byte reply goes in 3 Sends or more).
+func TestV2ResponderPropertyExchange(t *testing.T) {
+	p, c := v2Pair(t, ResponderConfig{}, nil)
+	var h V2Header
+	h.Init(0, 1, HTypeConnPropFinal)
+	h.AppendPropUint32(PropRecvBufSize, 2048)
+	h.AppendPropUint32(PropMaxSendSize, 4096)
+	h.AppendProp(99, []byte{1, 2, 3, 4}) // unknown: ignored
+	c.sendOK(contMsg(t, &h, nil))
+	ans, _ := c.expectV2(5 * time.Second)
+	if ans.HType != HTypeConnPropFinal || p.resp.Version() != 2 {
+		t.Fatalf("answer %v, version %d", ans, p.resp.Version())
+	}
+	c.sendOK(c.v2Call(1, put32s(1, opBig, 6000)))
+	rh, payload, sends := c.expectV2Reply(1)
+	if rh.HType != HTypeReplyInline || sends < 3 || !bytes.Equal(payload, append(put32s(1, 6000), patterned(6000, 1)...)) {
+		t.Fatalf("reply %v in %d Sends", rh, sends)
+	}
+	c.validV2Call(2)
 }

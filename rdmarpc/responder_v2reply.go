@@ -89,7 +89,7 @@ func (c *ResponderConn) maxContSends() int { return max(c.sqDepth/4, 2) }
 // signaled (and With Invalidate when the call asks).
 func (c *ResponderConn) appendContinued(s *sendCtxt, call *Call, msg *Message, h *Header, l *replyLayout, written int) (ReplyKind, int, error) {
 	final := replyHeaderLen(h, true)
-	p, err := PlanContinuation(l.inline, final, c.v2.sendMax)
+	p, err := PlanContinuation(l.inline, final, c.replyMax(true))
 	if err == nil && (p.Frags > c.maxContSends() || len(s.wrs)+p.Frags > c.sqDepth) {
 		err = fmt.Errorf("%d Sends, at most %d", p.Frags, min(c.maxContSends(), c.sqDepth-len(s.wrs)))
 	}
@@ -211,7 +211,7 @@ func (c *ResponderConn) answerV2Garbage(r *recvCtxt, xid uint32) {
 // room. Handler goroutines only. If the connection ends while it waits,
 // the part already posted flushes and the chain is abandoned.
 func (c *ResponderConn) postV2(s *sendCtxt) error {
-	if c.v2TakeSends(s.sends, 0, false) {
+	if c.v2Take(s.sends, 0, false, false) > 0 {
 		return c.post(s)
 	}
 	s.link()
@@ -221,7 +221,7 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 	}
 	left, total := s.sends, len(s.wrs)
 	for first := 0; first < total; {
-		n := c.v2TakeSome(left)
+		n := c.v2Take(left, 0, true, true)
 		if n == 0 {
 			// The connection ended: what was posted flushes (reported
 			// like failed Writes, never retiring the chain), so the
@@ -256,30 +256,4 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 		first = end
 	}
 	return nil
-}
-
-// v2TakeSome waits until the peer's credit allows at least one more Send
-// and takes up to n; 0 when the connection ended.
-func (c *ResponderConn) v2TakeSome(n int) int {
-	var ch <-chan struct{}
-	for {
-		sent := c.v2.sent.Load()
-		if avail := int32(c.v2.peerCredit.Load() - sent); avail > 0 {
-			k := min(n, int(avail))
-			if c.v2.sent.CompareAndSwap(sent, sent+uint32(k)) {
-				return k
-			}
-			continue
-		}
-		if ch == nil {
-			ch = c.v2.credit.wait() // then check again before waiting
-			continue
-		}
-		select {
-		case <-ch:
-			ch = nil
-		case <-c.dead:
-			return 0
-		}
-	}
 }

@@ -371,42 +371,60 @@ func (call *Call) Reply(msg *Message) error {
 		}
 		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
 	}
-	// Version two: the Sends count against the peer's credit. Inside
-	// ServeCall all of it must be there now; elsewhere postV2 waits.
-	if call.v2 && !wait && c.v2Take(s.sends, 0, false, false) == 0 {
-		c.sq.put(s.slots)
-		c.putSend(s)
-		c.endCall(call)
-		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply (no credit from the peer)"))
-	}
+	// Version two: the Sends count against the peer's credit, which
+	// postV2 waits for. Inside ServeCall, where waiting would stall the
+	// goroutine that brings the credit, a reply that finds too little of
+	// it is posted by a goroutine of its own (rare: a peer granting less
+	// than a reply needs).
+	async := call.v2 && !wait && c.v2Take(s.sends, 0, false, false) == 0
 	// The receive goes back before the reply leaves, so the requester,
 	// which may send its next call as soon as it sees this reply, always
 	// finds one posted.
 	c.endCall(call)
-	sent := s.sendLen() // s may be recycled as soon as it is posted
-	inv := s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv
-	sends, v2err := s.sends, s.v2err
-	if call.v2 && wait {
+	r := replyReport{kind: kind, sent: s.sendLen(), written: written, v2: call.v2, // s may be recycled once posted
+		inv: s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv, sends: s.sends, v2err: s.v2err}
+	switch {
+	case async:
+		go func() {
+			if c.postV2(s) == nil {
+				c.reportReply(r)
+			}
+		}()
+		return nil
+	case call.v2 && wait:
 		err = c.postV2(s)
-	} else {
+	default: // version one, or version two with its credit taken above
 		err = c.post(s)
 	}
 	if err != nil {
 		return err
 	}
+	c.reportReply(r)
+	return nil
+}
+
+// replyReport is what the metrics say of a reply once it is posted.
+type replyReport struct {
+	kind          ReplyKind
+	sent, written int
+	v2, inv       bool
+	sends         int
+	v2err         V2ErrCode
+}
+
+func (c *ResponderConn) reportReply(r replyReport) {
 	switch {
-	case kind == ReplyError && call.v2:
-		c.v2.met.V2ErrorSent(v2err)
-	case kind == ReplyError:
+	case r.kind == ReplyError && r.v2:
+		c.v2.met.V2ErrorSent(r.v2err)
+	case r.kind == ReplyError:
 		c.met.ErrorSent(ErrCodeChunk)
-	case sends > 1:
-		c.v2.met.V2Continued(false, sends)
+	case r.sends > 1:
+		c.v2.met.V2Continued(false, r.sends)
 	}
-	c.met.ReplySent(kind, sent, written)
-	if inv {
+	c.met.ReplySent(r.kind, r.sent, r.written)
+	if r.inv {
 		c.met.SendInvalidated()
 	}
-	return nil
 }
 
 // Drop ends the call without a reply (the backend gave up on it, say):

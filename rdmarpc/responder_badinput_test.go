@@ -374,6 +374,14 @@ func testResponderBadInput(t *testing.T, v2 bool) {
 			c.validCall(uint32(0x1000 + i))
 		})
 	}
+	p.closeRaw(t, c)
+	check()
+}
+
+// closeRaw ends a bad-input test: no call left outstanding, and after
+// both ends are closed no responder pool memory in use.
+func (p *enginePair) closeRaw(t *testing.T, c *rawClient) {
+	t.Helper()
 	if n := p.resp.Outstanding(); n != 0 {
 		t.Errorf("%d calls outstanding after the cases", n)
 	}
@@ -382,7 +390,6 @@ func testResponderBadInput(t *testing.T, v2 bool) {
 	if n := p.srv.pool.InUse(); n != 0 {
 		t.Errorf("responder pool: %d bytes in use after close", n)
 	}
-	check()
 }
 
 // Without RFC 8797 private data the reply threshold is 1 KiB.

@@ -549,14 +549,7 @@ func TestV2ResponderBadInput(t *testing.T) {
 			}
 		})
 	}
-	if n := p.resp.Outstanding(); n != 0 {
-		t.Errorf("%d calls outstanding after the cases", n)
-	}
-	p.close()
-	c.close()
-	if n := p.srv.pool.InUse(); n != 0 {
-		t.Errorf("responder pool: %d bytes in use after close", n)
-	}
+	p.closeRaw(t, c)
 	check()
 }
 

@@ -353,16 +353,7 @@ func (call *Call) Reply(msg *Message) error {
 		}
 		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
 	}
-	kind, written, err := c.buildReply(s, call, msg)
-	if err != nil {
-		if call.v2 {
-			c.buildV2ReplyError(s, call, err)
-		} else {
-			c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
-			c.buildError(s, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
-		}
-		kind, written = ReplyError, 0
-	}
+	kind, written := c.buildAnswer(s, call, msg)
 	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
 		c.putSend(s)
 		c.endCall(call)
@@ -383,17 +374,18 @@ func (call *Call) Reply(msg *Message) error {
 	c.endCall(call)
 	r := replyReport{kind: kind, sent: s.sendLen(), written: written, v2: call.v2, // s may be recycled once posted
 		inv: s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv, sends: s.sends, v2err: s.v2err}
-	switch {
-	case async:
+	if async {
 		go func() {
 			if c.postV2(s) == nil {
 				c.reportReply(r)
 			}
 		}()
 		return nil
-	case call.v2 && wait:
+	}
+	var err error
+	if call.v2 && wait {
 		err = c.postV2(s)
-	default: // version one, or version two with its credit taken above
+	} else { // version one, or version two with its credit taken above
 		err = c.post(s)
 	}
 	if err != nil {
@@ -401,6 +393,23 @@ func (call *Call) Reply(msg *Message) error {
 	}
 	c.reportReply(r)
 	return nil
+}
+
+// buildAnswer builds the reply into s, or, when it cannot be built, the
+// error answer that replaces it: ERR_CHUNK in version one, the draft's
+// RDMA2_ERROR in version two.
+func (c *ResponderConn) buildAnswer(s *sendCtxt, call *Call, msg *Message) (ReplyKind, int) {
+	kind, written, err := c.buildReply(s, call, msg)
+	if err == nil {
+		return kind, written
+	}
+	if call.v2 {
+		c.buildV2ReplyError(s, call, err)
+	} else {
+		c.log.Warn("reply replaced by ERR_CHUNK", "peer", c.RemoteAddr(), "xid", call.hdr.XID, "reason", err)
+		c.buildError(s, ErrCodeChunk, call.hdr.XID, Version, c.grantFor(call.hdr.Credit))
+	}
+	return ReplyError, 0
 }
 
 // replyReport is what the metrics say of a reply once it is posted.

@@ -165,8 +165,13 @@ func (c *ResponderConn) v2Init() {
 }
 
 // Version is the connection's RPC-over-RDMA version: 1 or 2, 0 while no
-// message has decided it.
-func (c *ResponderConn) Version() int { return int(c.v2.vers.Load()) }
+// message has decided it (always 1 without ResponderConfig.V2).
+func (c *ResponderConn) Version() int {
+	if !c.cfg.V2 {
+		return Version
+	}
+	return int(c.v2.vers.Load())
+}
 
 // versRange is the version range an ERR_VERS answer reports: 1..2 while a
 // V2 connection is undecided, else 1..1 (a version-one connection cannot

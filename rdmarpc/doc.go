@@ -45,6 +45,10 @@
 //	requester.go           requester connection, credits, reply matching
 //	requester_marshal.go   marshal (inline, Read chunks, Long call), reply
 //	requester_reg.go       per-RPC registration and invalidation
+//	requester_v2.go        version two: auto|1|2 at connect (VersionMode,
+//	                       VersionMemory), CALL_INLINE/CALL_EXTERNAL,
+//	                       REPLY_INLINE/EXTERNAL, RDMA2_ERROR both ways,
+//	                       GRANT and the v2 credit (v2Link)
 //	backchannel*.go        backward-direction calls (RFC 8167), both sides
 //
 // Both engines are one endpoint plus what differs:

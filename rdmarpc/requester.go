@@ -2,6 +2,7 @@ package rdmarpc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -59,6 +60,13 @@ type RequesterConfig struct {
 	// provider whose registrations a peer can invalidate (the pure-Go
 	// provider; not ibverbs, see verbs.MR.Invalidate).
 	RemoteInvalidate bool
+	// Version selects the RPC-over-RDMA version (requester_v2.go):
+	// VersionV1 (the zero value), VersionAuto (try two, fall back to
+	// one and remember the server) or VersionV2.
+	Version VersionMode
+	// VersionMemory remembers what VersionAuto settled on per server
+	// address (nil: DefaultVersionMemory).
+	VersionMemory *VersionMemory
 }
 
 func (c *RequesterConfig) setDefaults() {
@@ -68,6 +76,9 @@ func (c *RequesterConfig) setDefaults() {
 	}
 	if c.Metrics == nil {
 		c.Metrics = nopResponderMetrics{}
+	}
+	if c.VersionMemory == nil {
+		c.VersionMemory = DefaultVersionMemory
 	}
 }
 
@@ -144,17 +155,34 @@ type RemoteError struct {
 	XID               uint32
 	Code              ErrorCode
 	VersLow, VersHigh uint32 // ERR_VERS only
+	// V2 is the RDMA2_ERROR body on a version-two connection (nil in
+	// version one); Code is then the closest version-one code.
+	V2 *V2ErrorBody
 }
 
 func (e *RemoteError) Error() string {
+	if e.V2 != nil {
+		return fmt.Sprintf("rdmarpc: xid 0x%08x: responder answered %v", e.XID, e.V2)
+	}
 	if e.Code == ErrCodeVers {
 		return fmt.Sprintf("rdmarpc: xid 0x%08x: responder answered ERR_VERS (versions %d-%d)", e.XID, e.VersLow, e.VersHigh)
 	}
 	return fmt.Sprintf("rdmarpc: xid 0x%08x: responder answered %v", e.XID, e.Code)
 }
 
-// Is matches ErrRemoteVersion or ErrRemoteChunk by code.
+// Is matches ErrRemoteVersion or ErrRemoteChunk by code; in version two
+// also ErrRemoteResource (WRITE_RESOURCE, REPLY_RESOURCE) and
+// ErrRemoteSystem (SYSTEM), every code but VERS and VERS_MISMATCH
+// matching ErrRemoteChunk too.
 func (e *RemoteError) Is(target error) bool {
+	if e.V2 != nil {
+		switch target {
+		case ErrRemoteResource:
+			return e.V2.Code == V2ErrWriteResource || e.V2.Code == V2ErrReplyResource
+		case ErrRemoteSystem:
+			return e.V2.Code == V2ErrSystem
+		}
+	}
 	return (target == ErrRemoteVersion && e.Code == ErrCodeVers) ||
 		(target == ErrRemoteChunk && e.Code == ErrCodeChunk)
 }
@@ -168,6 +196,7 @@ type rrecv struct {
 	wr     verbs.RecvWR
 	sge    [1]verbs.SGE
 	hdr    Header
+	h2     *V2Header // version two (nil on a VersionV1 connection)
 }
 
 // reqCtxt states, guarded by conn.mu.
@@ -205,6 +234,12 @@ type RequesterConn struct {
 	sendsOut int      // Sends posted and not completed
 	drained  bool     // the loop has failed the calls in flight; no more
 
+	// Version two (requester_v2.go). vers is fixed before the loop runs.
+	vers    uint32
+	link    v2Link   // guarded by mu
+	ctl     *ctlSend // the control-message slot (nil in VersionV1)
+	nposted int      // receives posted, guarded by mu
+
 	loopDone chan struct{}
 	closeMu  sync.Mutex
 	closed   bool
@@ -219,7 +254,14 @@ func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg Reque
 		wake: newNotifier(), wakeRes: newNotifier(), loopDone: make(chan struct{})}
 	c.endpoint.init("requester", cfg.Logger, cfg.Metrics, cfg.Pool, &c.mu, ErrConnClosed)
 	c.bcInit()
-	if err := c.setup(ctx, dev, addr); err != nil {
+	err := c.setup(ctx, dev, addr)
+	if err == nil {
+		err = c.v2Init()
+	}
+	if err == nil {
+		err = c.negotiate(ctx, addr)
+	}
+	if err != nil {
 		c.fail(err)
 		close(c.loopDone)
 		c.release()
@@ -292,6 +334,7 @@ func (c *RequesterConn) postRecvLocked(r *rrecv) error {
 		r.posted = false
 		return err
 	}
+	c.nposted++
 	return nil
 }
 
@@ -331,10 +374,15 @@ func (c *RequesterConn) RemoteAddr() net.Addr {
 	return c.qp.RemoteAddr()
 }
 
-// Granted is the responder's current credit grant.
+// Granted is the responder's current credit grant; in version two, the
+// calls its last rdma_credit lets be in flight (those in flight and
+// those it still allows).
 func (c *RequesterConn) Granted() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.vers == V2Version {
+		return c.inflight + c.link.allowance()
+	}
 	return c.granted
 }
 
@@ -366,17 +414,17 @@ func (c *RequesterConn) acquire(ctx context.Context, reserved bool) (*reqCtxt, e
 			c.mu.Unlock()
 			return nil, c.Err()
 		}
-		limit := c.granted
-		if !reserved {
-			limit = max(c.granted-c.cfg.ReserveCredits, 1)
-		}
-		if c.inflight < limit && len(c.free) > 0 {
+		if c.mayCallLocked(reserved) {
 			x := c.free[len(c.free)-1]
 			c.free = c.free[:len(c.free)-1]
 			c.inflight++
 			x.holdsCredit = true
 			x.state = reqBusy
-			more := c.inflight < limit && len(c.free) > 0
+			if c.vers == V2Version {
+				c.link.posted() // taken back by putLocked if never sent
+				x.v2counted = true
+			}
+			more := c.mayCallLocked(reserved)
 			c.mu.Unlock()
 			if more {
 				wake.signal()
@@ -391,6 +439,29 @@ func (c *RequesterConn) acquire(ctx context.Context, reserved bool) (*reqCtxt, e
 		case <-c.dead:
 		}
 	}
+}
+
+// mayCallLocked reports whether a call may take a credit and a context
+// now. Version one: the grant (less ReserveCredits for ordinary calls,
+// which may always have one in flight). Version two: what the
+// responder's rdma_credit still allows, likewise, within
+// RequesterConfig.Credits calls in flight.
+func (c *RequesterConn) mayCallLocked(reserved bool) bool {
+	if len(c.free) == 0 {
+		return false
+	}
+	if c.vers == V2Version {
+		a := c.link.allowance()
+		if c.inflight >= c.cfg.Credits || a == 0 {
+			return false
+		}
+		return reserved || a > c.cfg.ReserveCredits || c.inflight == 0
+	}
+	limit := c.granted
+	if !reserved {
+		limit = max(c.granted-c.cfg.ReserveCredits, 1)
+	}
+	return c.inflight < limit
 }
 
 // signalCredit wakes both kinds of waiters after a credit or a context
@@ -433,7 +504,13 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	if err != nil {
 		return err
 	}
-	kind, inline, exposed, err := c.marshal(x, msg, plan)
+	var kind CallKind
+	var inline, exposed int
+	if c.vers == V2Version {
+		kind, inline, exposed, err = c.marshalV2(x, msg, plan)
+	} else {
+		kind, inline, exposed, err = c.marshal(x, msg, plan)
+	}
 	if err == nil {
 		err = c.enlist(x, msg.XID)
 	}
@@ -470,6 +547,12 @@ func (c *RequesterConn) enlist(x *reqCtxt, xid uint32) error {
 	x.xid = xid
 	x.state = reqWaiting
 	x.sendPending = true
+	if x.v2counted {
+		// Counted when the credit was taken; the credit written is
+		// what the receives posted now allow.
+		x.v2counted = false
+		binary.BigEndian.PutUint32(x.sendBuf.Bytes[8:], c.link.creditFor(c.advertiseLocked()))
+	}
 	c.sendsOut++
 	return nil
 }
@@ -522,6 +605,10 @@ func (c *RequesterConn) putLocked(x *reqCtxt) {
 	}
 	x.state = reqFree
 	x.inline, x.chunks, x.err = nil, nil, nil
+	if x.v2counted {
+		x.v2counted = false
+		c.link.unposted()
+	}
 	if x.holdsCredit {
 		x.holdsCredit = false
 		c.inflight--
@@ -558,6 +645,7 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 		r := &c.recvs[idx]
 		c.mu.Lock()
 		r.posted = false
+		c.nposted--
 		c.mu.Unlock()
 		if wc.Status != verbs.StatusSuccess {
 			c.wcFailed(wc)
@@ -570,7 +658,11 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 		if wc.Invalidated {
 			inv = wc.InvalidatedRKey
 		}
-		c.reply(r, wc.ByteLen, inv)
+		if c.vers == V2Version {
+			c.replyV2(r, wc.ByteLen, inv)
+		} else {
+			c.reply(r, wc.ByteLen, inv)
+		}
 	case wrSend:
 		if idx >= len(c.reqs) {
 			return
@@ -595,6 +687,13 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 		c.mu.Unlock()
 	case wrBCSend:
 		c.bcSendDone(wc)
+	case wrCtlSend:
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+		}
+		c.mu.Lock()
+		c.ctlDoneLocked()
+		c.mu.Unlock()
 	}
 }
 
@@ -668,6 +767,11 @@ func (c *RequesterConn) release() {
 			r.buf.Release()
 			r.buf = nil
 		}
+	}
+	// The queue pair is closed: its control Send, if any, is over.
+	if c.ctl != nil && c.ctl.buf != nil {
+		c.ctl.buf.Release()
+		c.ctl.buf = nil
 	}
 	c.mu.Unlock()
 	c.bcRelease()

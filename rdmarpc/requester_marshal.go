@@ -134,20 +134,15 @@ func (x *reqCtxt) sendWithReadChunks(msg *Message) (int, error) {
 // one staging buffer offered as the Position-Zero Read chunk, the items
 // still in their own Read chunks.
 func (c *RequesterConn) sendLong(x *reqCtxt, msg *Message, rest int) (int, error) {
-	if rest > c.pool.MaxSize() {
-		return 0, fmt.Errorf("rdmarpc: xid 0x%08x: %d bytes of call outside its items exceed the largest pool buffer (%d)", msg.XID, rest, c.pool.MaxSize())
-	}
-	b, err := c.pool.Get(rest)
+	b, err := c.stageRest(x, msg, rest)
 	if err != nil {
 		return 0, err
 	}
-	x.stage = append(x.stage, b)
-	copyRest(b.Bytes, msg)
 	h := &x.hdr
 	h.Proc = ProcNoMsg
 	var seg Segment
 	if rest > 0 {
-		if seg, err = x.expose(b.Bytes[:rest], verbs.AccessRemoteRead); err != nil {
+		if seg, err = x.expose(b, verbs.AccessRemoteRead); err != nil {
 			return 0, err
 		}
 	}
@@ -164,6 +159,22 @@ func (c *RequesterConn) sendLong(x *reqCtxt, msg *Message, rest int) (int, error
 	}
 	x.setSend(n)
 	return n, nil
+}
+
+// stageRest copies the rest of msg (rest bytes outside its Read items)
+// into one staging buffer of x, for a Long call's Position-Zero Read
+// chunk or a version-two Call chunk.
+func (c *RequesterConn) stageRest(x *reqCtxt, msg *Message, rest int) ([]byte, error) {
+	if rest > c.pool.MaxSize() {
+		return nil, fmt.Errorf("rdmarpc: xid 0x%08x: %d bytes of call outside its items exceed the largest pool buffer (%d)", msg.XID, rest, c.pool.MaxSize())
+	}
+	b, err := c.pool.Get(rest)
+	if err != nil {
+		return nil, err
+	}
+	x.stage = append(x.stage, b)
+	copyRest(b.Bytes, msg)
+	return b.Bytes[:rest], nil
 }
 
 // registrable returns p's bytes in registered memory: in place when p
@@ -349,9 +360,13 @@ func (x *reqCtxt) rbufBytes() []byte {
 
 // collectChunks checks the reply's Write list against what was offered and
 // slices out what the responder wrote.
-func (x *reqCtxt) collectChunks(h *Header) error {
-	if len(h.Writes) > len(x.wbufs) {
-		return fmt.Errorf("%w: xid 0x%08x: reply returns %d Write chunks, %d offered", ErrBadReply, h.XID, len(h.Writes), len(x.wbufs))
+func (x *reqCtxt) collectChunks(h *Header) error { return x.collectChunksOf(h.XID, h.Writes) }
+
+// collectChunksOf is collectChunks for the Write list writes of the reply
+// to xid (either version).
+func (x *reqCtxt) collectChunksOf(xid uint32, writes []WriteChunk) error {
+	if len(writes) > len(x.wbufs) {
+		return fmt.Errorf("%w: xid 0x%08x: reply returns %d Write chunks, %d offered", ErrBadReply, xid, len(writes), len(x.wbufs))
 	}
 	x.chunks = x.chunkStore[:len(x.wbufs)]
 	for i, b := range x.wbufs {
@@ -360,16 +375,16 @@ func (x *reqCtxt) collectChunks(h *Header) error {
 			room, segs = len(b.Bytes), 1
 		}
 		var w uint64
-		if i < len(h.Writes) {
-			w = h.Writes[i].Len()
+		if i < len(writes) {
+			w = writes[i].Len()
 			// RFC 8166 §3.4.6: the responder MUST NOT change the number
 			// of segments in a Write chunk.
-			if n := len(h.Writes[i]); n != segs {
-				return fmt.Errorf("%w: xid 0x%08x: Write chunk %d returned with %d segments, %d offered", ErrBadReply, h.XID, i, n, segs)
+			if n := len(writes[i]); n != segs {
+				return fmt.Errorf("%w: xid 0x%08x: Write chunk %d returned with %d segments, %d offered", ErrBadReply, xid, i, n, segs)
 			}
 		}
 		if w > uint64(room) {
-			return fmt.Errorf("%w: xid 0x%08x: Write chunk %d claims %d bytes written, %d offered", ErrBadReply, h.XID, i, w, room)
+			return fmt.Errorf("%w: xid 0x%08x: Write chunk %d claims %d bytes written, %d offered", ErrBadReply, xid, i, w, room)
 		}
 		if b == nil {
 			x.chunks[i] = nil

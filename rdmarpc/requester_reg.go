@@ -30,11 +30,13 @@ type reqCtxt struct {
 	state       int
 	holdsCredit bool
 	sendPending bool
+	v2counted   bool // version two: counted as sent, not yet posted
 	xid         uint32
 	rep         *rrecv // the receive an inline reply lies in
 
 	sendBuf *Buffer // transport header and inline call, InlineSend bytes
 	hdr     Header
+	h2      *V2Header // version two (nil on a VersionV1 connection)
 	wr      verbs.SendWR
 	sge     [1]verbs.SGE
 

@@ -239,6 +239,7 @@ type RequesterConn struct {
 	link    v2Link   // guarded by mu
 	ctl     *ctlSend // the control-message slot (nil in VersionV1)
 	nposted int      // receives posted, guarded by mu
+	maxSeg  int      // largest segment offered (0: any; version one)
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex

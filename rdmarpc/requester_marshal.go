@@ -89,11 +89,13 @@ func (c *RequesterConn) exposeItems(x *reqCtxt, msg *Message) (rest, exposed int
 		if err != nil {
 			return 0, 0, err
 		}
-		seg, err := x.expose(data, verbs.AccessRemoteRead)
+		segs, err := x.exposeSegs(data, verbs.AccessRemoteRead)
 		if err != nil {
 			return 0, 0, err
 		}
-		x.segs = append(x.segs, ReadSegment{Position: uint32(pos), Segment: seg})
+		for _, s := range segs {
+			x.segs = append(x.segs, ReadSegment{Position: uint32(pos), Segment: s})
+		}
 		exposed += len(p.Data)
 		pos += len(p.Data) + padLen(len(p.Data))
 	}
@@ -213,11 +215,11 @@ func (c *RequesterConn) offerReplyRoom(x *reqCtxt, plan *ReplyPlan) error {
 			return err
 		}
 		x.wbufs = append(x.wbufs, b)
-		seg, err := x.expose(b.Bytes, verbs.AccessRemoteWrite)
+		segs, err := x.exposeSegs(b.Bytes, verbs.AccessRemoteWrite)
 		if err != nil {
 			return err
 		}
-		h.AppendWriteChunk(seg)
+		h.AppendWriteChunk(segs...)
 	}
 	if plan.ReplyChunk > 0 {
 		b, err := c.pool.Get(plan.ReplyChunk)
@@ -225,11 +227,11 @@ func (c *RequesterConn) offerReplyRoom(x *reqCtxt, plan *ReplyPlan) error {
 			return err
 		}
 		x.rbuf = b
-		seg, err := x.expose(b.Bytes, verbs.AccessRemoteWrite)
+		segs, err := x.exposeSegs(b.Bytes, verbs.AccessRemoteWrite)
 		if err != nil {
 			return err
 		}
-		h.SetReplyChunk(seg)
+		h.SetReplyChunk(segs...)
 	}
 	return nil
 }
@@ -370,9 +372,9 @@ func (x *reqCtxt) collectChunksOf(xid uint32, writes []WriteChunk) error {
 	}
 	x.chunks = x.chunkStore[:len(x.wbufs)]
 	for i, b := range x.wbufs {
-		room, segs := 0, 0 // offerReplyRoom: one segment per chunk with room
+		room, segs := 0, 0 // offerReplyRoom: exposeSegs' segments per chunk with room
 		if b != nil {
-			room, segs = len(b.Bytes), 1
+			room, segs = len(b.Bytes), x.conn.segsFor(len(b.Bytes))
 		}
 		var w uint64
 		if i < len(writes) {

@@ -49,13 +49,14 @@ type reqCtxt struct {
 	// none); unregister skips its local invalidation.
 	remoteInv uint32
 
-	wbufs  []*Buffer // per Write chunk (nil for an empty one)
-	rbuf   *Buffer   // Reply chunk room
-	stage  []*Buffer // copies of unregistered call data
-	bstore [maxInlineMRs]*Buffer
-	sstore [4]*Buffer
-	segs   []ReadSegment // scratch: data Read segments while marshaling
-	sgstor [inlineReadSegments]ReadSegment
+	wbufs      []*Buffer // per Write chunk (nil for an empty one)
+	rbuf       *Buffer   // Reply chunk room
+	stage      []*Buffer // copies of unregistered call data
+	bstore     [maxInlineMRs]*Buffer
+	sstore     [4]*Buffer
+	segs       []ReadSegment         // scratch: data Read segments while marshaling
+	segScratch [maxInlineMRs]Segment // exposeSegs
+	sgstor     [inlineReadSegments]ReadSegment
 
 	// The reply.
 	inline     []byte
@@ -96,6 +97,34 @@ func (x *reqCtxt) expose(b []byte, remote verbs.Access) (Segment, error) {
 	}
 	x.regMu.Unlock()
 	return Segment{Handle: mr.RKey(), Length: uint32(len(b)), Offset: mr.Addr()}, nil
+}
+
+// exposeSegs is expose naming b in segments of at most the connection's
+// maxSeg bytes (version two's Maximum Segment Size; one segment in
+// version one), all of the one registration. The slice is x's scratch,
+// valid until the next call.
+func (x *reqCtxt) exposeSegs(b []byte, remote verbs.Access) ([]Segment, error) {
+	seg, err := x.expose(b, remote)
+	if err != nil {
+		return nil, err
+	}
+	out := x.segScratch[:0]
+	max := x.conn.maxSeg
+	if max <= 0 || len(b) <= max {
+		return append(out, seg), nil
+	}
+	for off := 0; off < len(b); off += max {
+		out = append(out, Segment{Handle: seg.Handle, Length: uint32(min(max, len(b)-off)), Offset: seg.Offset + uint64(off)})
+	}
+	return out, nil
+}
+
+// segsFor is how many segments exposeSegs names n bytes with.
+func (c *RequesterConn) segsFor(n int) int {
+	if c.maxSeg <= 0 || n <= c.maxSeg {
+		return 1
+	}
+	return (n + c.maxSeg - 1) / c.maxSeg
 }
 
 // invalidateReads revokes the responder's access to the call's own data

@@ -202,6 +202,7 @@ func (c *RequesterConn) negotiate(ctx context.Context, addr string) error {
 		lim := c.link.limits()
 		c.mu.Unlock()
 		c.sendMax = min(lim.SendMax, c.cfg.InlineSend)
+		c.maxSeg = lim.MaxSegmentSize
 	}
 	return nil
 }
@@ -404,12 +405,14 @@ func (c *RequesterConn) marshalV2(x *reqCtxt, msg *Message, plan *ReplyPlan) (ki
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	seg, err := x.expose(b, verbs.AccessRemoteRead)
+	segs, err := x.exposeSegs(b, verbs.AccessRemoteRead)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	h.HType = HTypeCallExternal
-	h.AppendCallSegment(seg)
+	for _, s := range segs {
+		h.AppendCallSegment(s)
+	}
 	n, err := x.sendV2(nil, true)
 	return CallLong, n, exposed + rest, err
 }

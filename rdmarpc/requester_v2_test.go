@@ -296,7 +296,8 @@ func callCtx(req *RequesterConn, msg *Message, plan *ReplyPlan, d time.Duration)
 // back REPLY_INLINE with a Write chunk and REPLY_EXTERNAL; the credit the
 // requester writes is its received count plus its free receives.
 func TestRequesterV2Calls(t *testing.T) {
-	peerProps := localProps(8192, 8192, 0, 0, RvrsDirNone)
+	// Segments of at most 4 KiB: chunks go as several.
+	peerProps := localProps(8192, 8192, 4096, 0, RvrsDirNone)
 	p, addr := startV2Peer(t, func(p *v2Peer, h *V2Header, b []byte) {
 		switch h.HType {
 		case HTypeConnPropFinal:
@@ -321,11 +322,19 @@ func TestRequesterV2Calls(t *testing.T) {
 			xid := h.XID
 			switch {
 			case len(h.Writes) == 1:
-				data := patterned(int(h.Writes[0][0].Length)-3, int(xid))
-				p.write(h.Writes[0][0], data)
-				w := WriteChunk{h.Writes[0][0]}
-				w[0].Length = uint32(len(data))
-				p.reply(xid, []WriteChunk{w}, put32s(xid, uint32(len(data)), sum32(msg)))
+				w := h.Writes[0]
+				data := patterned(int(w.Len())-3, int(xid))
+				ret := make(WriteChunk, len(w))
+				off := 0
+				for i, s := range w {
+					n := min(int(s.Length), len(data)-off)
+					if n > 0 {
+						p.write(s, data[off:off+n])
+					}
+					ret[i], ret[i].Length = s, uint32(n)
+					off += n
+				}
+				p.reply(xid, []WriteChunk{ret}, put32s(xid, uint32(len(data)), sum32(msg)))
 			case h.HasReply:
 				body := append(put32s(xid, sum32(msg)), patterned(6000, int(xid))...)
 				p.write(h.Reply[0], body)
@@ -378,11 +387,11 @@ func TestRequesterV2Calls(t *testing.T) {
 	for _, pc := range wmsg.Pieces {
 		flat.Write(pc.Data)
 	}
-	r, err = callCtx(req, wmsg, &ReplyPlan{WriteChunks: []int{4003}}, 5*time.Second)
+	r, err = callCtx(req, wmsg, &ReplyPlan{WriteChunks: []int{9003}}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(r.Chunks[0], patterned(4000, 12)) || !bytes.Equal(r.Inline, put32s(12, 4000, sum32(flat.Bytes()))) {
+	if !bytes.Equal(r.Chunks[0], patterned(9000, 12)) || !bytes.Equal(r.Inline, put32s(12, 9000, sum32(flat.Bytes()))) {
 		t.Fatalf("Write chunk reply: %d bytes, inline % x", len(r.Chunks[0]), r.Inline)
 	}
 	r.Release()
@@ -401,8 +410,9 @@ func TestRequesterV2Calls(t *testing.T) {
 	r.Release()
 	got := p.received()
 	if len(got) != 4 || got[1].HType != HTypeCallInline || len(got[1].Reads) != 0 ||
-		got[2].HType != HTypeCallInline || len(got[2].Reads) != 1 || got[2].Reads[0].Position != 12 ||
-		got[3].HType != HTypeCallExternal || len(got[3].Call) != 1 || got[3].Call[0].Length != 20004 {
+		got[2].HType != HTypeCallInline || len(got[2].Reads) != 3 || got[2].Reads[2].Position != 12 ||
+		readListLen(got[2].Reads) != 9000 || len(got[2].Writes) != 1 || len(got[2].Writes[0]) != 3 ||
+		got[3].HType != HTypeCallExternal || len(got[3].Call) != 5 || readListLen(got[3].Call) != 20004 {
 		for i := range got {
 			t.Logf("message %d: %v", i, &got[i])
 		}
@@ -796,4 +806,12 @@ func TestRequesterV2CallAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, call); n != 0 {
 		t.Errorf("%.2f allocations per version-two call", n)
 	}
+}
+
+func readListLen(l ReadList) uint64 {
+	n := uint64(0)
+	for _, s := range l {
+		n += uint64(s.Length)
+	}
+	return n
 }

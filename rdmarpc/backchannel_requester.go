@@ -109,6 +109,11 @@ func (c *RequesterConn) BackwardCredits() int { return c.bc.credits }
 // fits both directions' inline sizes; an NFSv4.1 client advertises it as
 // the back channel's ca_maxrequestsize and ca_maxresponsesize.
 func (c *RequesterConn) BackwardMax() int {
+	if c.vers == V2Version {
+		// A call comes as CALL_INLINE with three empty lists, its reply
+		// goes as REPLY_INLINE with an empty Write list.
+		return min(c.sendMax-V2ReplyInlineMinSize, c.cfg.InlineRecv-V2CallInlineMinSize)
+	}
 	return min(c.sendMax, c.cfg.InlineRecv) - BackwardHeaderSize
 }
 
@@ -119,8 +124,13 @@ func (c *RequesterConn) backwardCall(r *rrecv, payload []byte) bool {
 	if backwardMsgType(&r.hdr, payload) != rpcCall {
 		return false
 	}
+	return c.serveBackward(r, r.hdr.XID, payload)
+}
+
+// serveBackward serves the backward call payload (xid) received in r,
+// of either version: false when no handler is set (r is left alone).
+func (c *RequesterConn) serveBackward(r *rrecv, xid uint32, payload []byte) bool {
 	b := c.bc
-	xid := r.hdr.XID
 	hp := b.handler.Load()
 	if hp == nil {
 		// No backchannel service: like Linux (rpcrdma_is_bcall wants a
@@ -159,11 +169,19 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 	if len(reply) < 8 {
 		return fmt.Errorf("rdmarpc: backward reply of %d bytes is no RPC reply", len(reply))
 	}
-	if BackwardHeaderSize+len(reply) > c.sendMax {
+	hdrLen := BackwardHeaderSize
+	if c.vers == V2Version {
+		hdrLen = V2ReplyInlineMinSize
+	}
+	if hdrLen+len(reply) > c.sendMax {
 		b.met.BackwardError("too_big")
 		return fmt.Errorf("%w: %d bytes, the peer receives %d inline", ErrBackchannelTooBig, len(reply), c.sendMax)
 	}
 	xid := binary.BigEndian.Uint32(reply)
+	if err := c.bcCreditV2(); err != nil {
+		b.met.BackwardError("closed")
+		return err
+	}
 	c.mu.Lock()
 	if c.isDead() || len(b.free) == 0 {
 		dead := c.isDead()
@@ -174,6 +192,7 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 		}
 		// More replies than credits cannot be: active bounds them.
 		b.met.BackwardError("no_credit")
+		c.bcUncountLocked()
 		return ErrBackchannelCredit
 	}
 	s := b.free[len(b.free)-1]
@@ -183,6 +202,7 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 	c.mu.Unlock()
 	fail := func(err error) error {
 		c.mu.Lock()
+		c.bcUncountLocked()
 		s.pending = false
 		c.sendsOut--
 		b.free = append(b.free, s)
@@ -196,8 +216,15 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 		}
 		s.buf = buf
 	}
-	putBackwardHeader(s.buf.Bytes, xid, uint32(b.credits))
-	n := BackwardHeaderSize + copy(s.buf.Bytes[BackwardHeaderSize:], reply)
+	if c.vers == V2Version {
+		c.mu.Lock()
+		credit := c.link.creditFor(c.advertiseLocked())
+		c.mu.Unlock()
+		putV2ReplyHeader(s.buf.Bytes, xid, credit)
+	} else {
+		putBackwardHeader(s.buf.Bytes, xid, uint32(b.credits))
+	}
+	n := hdrLen + copy(s.buf.Bytes[hdrLen:], reply)
 	s.sge[0] = c.sge(s.buf, 0, n)
 	s.wr = verbs.SendWR{ID: wrBCSend | uint64(s.idx), Op: verbs.OpSend, SGL: s.sge[:], Signal: true}
 	if err := c.qp.PostSend(&s.wr); err != nil {
@@ -244,4 +271,84 @@ func (c *RequesterConn) bcRelease() {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// Version two (requester_v2.go): a backward call comes as CALL_INLINE
+// with no chunks (Reverse-Direction Support SIMPLE, which the requester
+// announces when it has backward credits), its reply goes as
+// REPLY_INLINE with an empty Write list, and the reply's Send takes a
+// credit of the connection's one flow (v2Link) like any message.
+
+// putV2ReplyHeader writes the 20-byte REPLY_INLINE header of a backward
+// reply.
+func putV2ReplyHeader(b []byte, xid, credit uint32) {
+	binary.BigEndian.PutUint32(b[0:], xid)
+	binary.BigEndian.PutUint32(b[4:], V2Version)
+	binary.BigEndian.PutUint32(b[8:], credit)
+	binary.BigEndian.PutUint32(b[12:], uint32(HTypeReplyInline))
+	binary.BigEndian.PutUint32(b[16:], 0)
+}
+
+// bcCreditV2 waits, on a version-two connection, until the responder's
+// credit allows one more Send and counts it (bcUncountLocked gives it
+// back if the reply is not posted after all).
+func (c *RequesterConn) bcCreditV2() error {
+	if c.vers != V2Version {
+		return nil
+	}
+	for {
+		c.mu.Lock()
+		if c.isDead() {
+			c.mu.Unlock()
+			return c.Err()
+		}
+		if c.link.mayPost() {
+			c.link.posted()
+			more := c.link.mayPost()
+			c.mu.Unlock()
+			if more {
+				c.wakeBC.signal()
+			}
+			return nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wakeBC:
+		case <-c.dead:
+		}
+	}
+}
+
+func (c *RequesterConn) bcUncountLocked() {
+	if c.vers == V2Version {
+		c.link.unposted()
+	}
+}
+
+// backwardCallV2 takes a version-two message that may be a backward
+// call. Loop goroutine. A CALL_INLINE without chunks whose RPC message
+// is a CALL with its XID is served; one with chunks is answered
+// READ_CHUNKS or WRITE_CHUNKS with a maximum of 0 (no chunks in the
+// reverse direction), other call types INVAL_HTYPE (CONT is not
+// announced), and a call with no handler to take it SYSTEM.
+func (c *RequesterConn) backwardCallV2(r *rrecv, h *V2Header, payload []byte) {
+	ans := V2ErrorBody{Code: V2ErrInvalHType}
+	switch {
+	case h.HType != HTypeCallInline:
+	case len(h.Reads) > 0:
+		ans = V2ErrorBody{Code: V2ErrReadChunks}
+	case len(h.Writes) > 0 || h.HasReply:
+		ans = V2ErrorBody{Code: V2ErrWriteChunks}
+	case len(payload) < 8 || binary.BigEndian.Uint32(payload) != h.XID || binary.BigEndian.Uint32(payload[4:]) != rpcCall:
+		ans = V2ErrorBody{Code: V2ErrBadXDR}
+	case c.bc.credits > 0 && c.serveBackward(r, h.XID, payload):
+		return
+	default:
+		ans = V2ErrorBody{Code: V2ErrSystem}
+		c.bc.met.BackwardError("no_handler")
+	}
+	c.repost(r)
+	c.met.Dropped(DropMalformed)
+	c.log.Warn("version-two backward call not taken", "peer", c.peer(), "xid", h.XID, "type", h.HType.String(), "answer", ans.String())
+	c.sendErrorV2(h.XID, ans)
 }

@@ -231,6 +231,7 @@ type RequesterConn struct {
 	recvs    []rrecv
 	wake     notifier // ordinary callers waiting for a credit
 	wakeRes  notifier // CallReserved callers waiting for a credit
+	wakeBC   notifier // version two: backward replies waiting for a credit
 	sendsOut int      // Sends posted and not completed
 	drained  bool     // the loop has failed the calls in flight; no more
 
@@ -252,7 +253,7 @@ type RequesterConn struct {
 func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg RequesterConfig) (*RequesterConn, error) {
 	cfg.setDefaults()
 	c := &RequesterConn{cfg: cfg, met: cfg.Metrics, granted: 1,
-		wake: newNotifier(), wakeRes: newNotifier(), loopDone: make(chan struct{})}
+		wake: newNotifier(), wakeRes: newNotifier(), wakeBC: newNotifier(), loopDone: make(chan struct{})}
 	c.endpoint.init("requester", cfg.Logger, cfg.Metrics, cfg.Pool, &c.mu, ErrConnClosed)
 	c.bcInit()
 	err := c.setup(ctx, dev, addr)
@@ -470,6 +471,7 @@ func (c *RequesterConn) mayCallLocked(reserved bool) bool {
 func (c *RequesterConn) signalCredit() {
 	c.wake.signal()
 	c.wakeRes.signal()
+	c.wakeBC.signal()
 }
 
 // Call sends msg and waits for its reply, which it puts in r (release it

@@ -305,7 +305,10 @@ func errVersRange(b []byte) (low, high uint32, ok bool) {
 
 // bcLevel is the Reverse-Direction Support the requester announces.
 func (c *RequesterConn) bcLevel() uint32 {
-	return RvrsDirNone // reverse-direction calls are not taken in version two yet
+	if c.bc != nil && c.bc.credits > 0 {
+		return RvrsDirSimple
+	}
+	return RvrsDirNone
 }
 
 // advertiseLocked is how many more messages the requester can take: its
@@ -359,8 +362,25 @@ func (c *RequesterConn) answerV2(err error) {
 	if !c.ctl.hdr.SetErrorAnswer(err, c.link.creditFor(c.advertiseLocked()), V2Version, V2Version) {
 		return
 	}
-	if perr := c.postCtlLocked(); perr != nil {
-		c.log.Warn("RDMA2_ERROR answer not sent", "peer", c.peer(), "error", perr)
+	c.postAnswerLocked()
+}
+
+// sendErrorV2 sends the RDMA2_ERROR body for xid, when the control slot
+// and a credit are free.
+func (c *RequesterConn) sendErrorV2(xid uint32, body V2ErrorBody) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctl.busy || !c.link.mayPost() || c.isDead() {
+		return
+	}
+	c.ctl.hdr.Init(xid, c.link.creditFor(c.advertiseLocked()), HTypeError)
+	c.ctl.hdr.ErrBody = body
+	c.postAnswerLocked()
+}
+
+func (c *RequesterConn) postAnswerLocked() {
+	if err := c.postCtlLocked(); err != nil {
+		c.log.Warn("RDMA2_ERROR answer not sent", "peer", c.peer(), "error", err)
 	}
 }
 
@@ -507,9 +527,10 @@ func (c *RequesterConn) replyV2(r *rrecv, n int, inv uint32) {
 			return
 		}
 		c.completeV2(r, h, b[hlen:], inv)
+	case HTypeCallInline, HTypeCallMiddle, HTypeCallExternal:
+		c.backwardCallV2(r, h, b[hlen:])
 	default:
-		// CALL_* (reverse direction) and REPLY_MIDDLE (continuation)
-		// are not taken on this connection.
+		// REPLY_MIDDLE (continuation) is not taken on this connection.
 		c.repost(r)
 		c.answerV2(&V2Error{XID: h.XID, Vers: h.Vers, HType: h.HType, Code: V2ErrInvalHType,
 			Reason: ReasonBadHType, Where: InFixed, Offset: 12, Index: -1, Value: uint64(h.HType)})

@@ -360,7 +360,7 @@ func TestRequesterV2Calls(t *testing.T) {
 	if first.HType != HTypeConnPropFinal || first.XID != 0 || firstLen > V2FirstMessageMax {
 		t.Fatalf("first message %v, %d bytes", first, firstLen)
 	}
-	if props := first.Properties(); props.MaxSendSize != 8192 || props.RecvBufSize != 4096 || props.ReverseDir != RvrsDirNone {
+	if props := first.Properties(); props.MaxSendSize != 8192 || props.RecvBufSize != 4096 || props.ReverseDir != RvrsDirSimple {
 		t.Fatalf("announced %+v", props)
 	}
 	// The requester has 8 + recvExtra + 8 backchannel receives, keeps one.
@@ -814,4 +814,68 @@ func readListLen(l ReadList) uint64 {
 		n += uint64(s.Length)
 	}
 	return n
+}
+
+// Reverse direction in version two: the requester announces SIMPLE,
+// serves a CALL_INLINE without chunks and answers REPLY_INLINE (20-byte
+// header, a credit of the one flow); a backward call with a Read chunk is
+// answered READ_CHUNKS 0, with a Reply chunk WRITE_CHUNKS 0, a CALL_MIDDLE
+// INVAL_HTYPE, and one arriving with no handler set SYSTEM.
+func TestRequesterV2Backward(t *testing.T) {
+	p, addr := startV2Peer(t, func(p *v2Peer, h *V2Header, b []byte) {
+		if h.HType == HTypeConnPropFinal {
+			p.answerProps(DefaultTransportProps())
+		}
+	})
+	req, _, _ := dialV2(t, addr, RequesterConfig{Version: VersionV2, Credits: 8})
+	bcall := func(xid uint32, build func(h *V2Header)) {
+		var h V2Header
+		h.Init(xid, p.credit(), HTypeCallInline)
+		if build != nil {
+			build(&h)
+		}
+		p.sendHdr(&h, put32s(xid, rpcCall, 0xcafe))
+	}
+	waitMsg := func(xid uint32) []byte {
+		var got []byte
+		waitFor(t, 5*time.Second, "the requester's answer", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, b := range p.gotRaw {
+				if be32(b, 0) == xid {
+					got = b
+					return true
+				}
+			}
+			return false
+		})
+		return got
+	}
+	bcall(0x70, nil) // no handler yet
+	if b := waitMsg(0x70); be32(b, 12) != uint32(HTypeError) || be32(b, 16) != uint32(V2ErrSystem) {
+		t.Fatalf("no handler: answered % x", b)
+	}
+	req.SetBackwardHandler(BackwardHandlerFunc(func(call []byte) []byte {
+		return append(put32s(be32(call, 0), rpcReply), call[8:]...)
+	}))
+	bcall(0x71, nil)
+	b := waitMsg(0x71)
+	if !bytes.Equal(b[16:], put32s(0, 0x71, rpcReply, 0xcafe)) || be32(b, 4) != 2 || be32(b, 12) != uint32(HTypeReplyInline) {
+		t.Fatalf("backward reply % x", b)
+	}
+	bcall(0x72, func(h *V2Header) { h.AppendReadSegment(8, Segment{Handle: 1, Length: 4}) })
+	if b := waitMsg(0x72); be32(b, 16) != uint32(V2ErrReadChunks) || be32(b, 20) != 0 {
+		t.Fatalf("backward call with a Read chunk: % x", b)
+	}
+	bcall(0x73, func(h *V2Header) { h.SetReplyChunk(Segment{Handle: 1, Length: 4}) })
+	if b := waitMsg(0x73); be32(b, 16) != uint32(V2ErrWriteChunks) || be32(b, 20) != 0 {
+		t.Fatalf("backward call with a Reply chunk: % x", b)
+	}
+	bcall(0x74, func(h *V2Header) { h.HType, h.Remaining = HTypeCallMiddle, 4 })
+	if b := waitMsg(0x74); be32(b, 16) != uint32(V2ErrInvalHType) {
+		t.Fatalf("CALL_MIDDLE: % x", b)
+	}
+	if max := req.BackwardMax(); max != 4096-V2CallInlineMinSize {
+		t.Errorf("BackwardMax %d", max)
+	}
 }

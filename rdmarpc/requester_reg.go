@@ -51,6 +51,7 @@ type reqCtxt struct {
 
 	wbufs      []*Buffer // per Write chunk (nil for an empty one)
 	rbuf       *Buffer   // Reply chunk room
+	contBuf    *Buffer   // version two: a continued reply, reassembled
 	stage      []*Buffer // copies of unregistered call data
 	bstore     [maxInlineMRs]*Buffer
 	sstore     [4]*Buffer
@@ -278,5 +279,9 @@ func (x *reqCtxt) releaseBufs() {
 	if x.rbuf != nil {
 		x.rbuf.Release()
 		x.rbuf = nil
+	}
+	if x.contBuf != nil {
+		x.contBuf.Release()
+		x.contBuf = nil
 	}
 }

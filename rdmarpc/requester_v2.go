@@ -526,7 +526,7 @@ func (c *RequesterConn) replyV2(r *rrecv, n int, inv uint32) {
 			c.failNamed(h, fmt.Errorf("rdmarpc: xid 0x%08x: the reply's RPC XID is 0x%08x", h.XID, binary.BigEndian.Uint32(b[hlen:])))
 			return
 		}
-		c.completeV2(r, h, b[hlen:], inv)
+		c.completeV2(r, h, b[hlen:], inv, nil)
 	case HTypeCallInline, HTypeCallMiddle, HTypeCallExternal:
 		c.backwardCallV2(r, h, b[hlen:])
 	default:
@@ -547,11 +547,16 @@ func (c *RequesterConn) repost(r *rrecv) {
 // failNamed fails the call in flight that h names, if any, with
 // ErrBadReply wrapping err.
 func (c *RequesterConn) failNamed(h *V2Header, err error) {
-	if !h.HType.IsReply() && h.HType != HTypeError {
-		return
+	if h.HType.IsReply() || h.HType == HTypeError {
+		c.failXID(h.XID, err)
 	}
+}
+
+// failXID fails the call in flight for xid, if any, with ErrBadReply
+// wrapping err.
+func (c *RequesterConn) failXID(xid uint32, err error) {
 	c.mu.Lock()
-	x := c.lookupLocked(h.XID)
+	x := c.lookupLocked(xid)
 	c.mu.Unlock()
 	if x == nil {
 		return
@@ -598,13 +603,17 @@ func v1Code(c V2ErrCode) ErrorCode {
 }
 
 // completeV2 hands a REPLY_INLINE or REPLY_EXTERNAL to its call, as reply
-// does for version one.
-func (c *RequesterConn) completeV2(r *rrecv, h *V2Header, payload []byte, inv uint32) {
+// does for version one. cont, when not nil, holds the reassembled Payload
+// stream of a continued reply (payload lies in it): the call takes it.
+func (c *RequesterConn) completeV2(r *rrecv, h *V2Header, payload []byte, inv uint32, cont *Buffer) {
 	c.mu.Lock()
 	x := c.lookupLocked(h.XID)
 	if x == nil {
 		c.repostLocked(r)
 		c.mu.Unlock()
+		if cont != nil {
+			cont.Release()
+		}
 		c.met.Dropped(DropUnmatched)
 		c.log.Debug("reply for no call in flight dropped", "xid", h.XID)
 		return
@@ -615,9 +624,10 @@ func (c *RequesterConn) completeV2(r *rrecv, h *V2Header, payload []byte, inv ui
 		x.err = err
 	}
 	keep := false
+	x.contBuf = cont
 	if x.err == nil {
 		if h.HType == HTypeReplyInline {
-			x.inline, x.kind, keep = payload, ReplyInline, true
+			x.inline, x.kind, keep = payload, ReplyInline, cont == nil
 		} else if l := h.Reply.Len(); x.rbuf == nil || l > uint64(len(x.rbuf.Bytes)) {
 			x.err = fmt.Errorf("%w: xid 0x%08x: RDMA2_REPLY_EXTERNAL with %d bytes in a Reply chunk of %d", ErrBadReply, h.XID, l, len(x.rbufBytes()))
 		} else {

@@ -268,28 +268,47 @@ func (c *RequesterConn) reply(r *rrecv, n int, inv uint32) {
 	}
 	c.mu.Lock()
 	c.grantLocked(h.Credit)
-	x := c.lookupLocked(h.XID)
-	if x == nil {
-		c.repostLocked(r)
-		c.mu.Unlock()
-		c.met.Dropped(DropUnmatched)
-		c.log.Debug("reply for no call in flight dropped", "xid", h.XID)
-		return
-	}
 	c.mu.Unlock()
-	// The responder is done with the call's memory: revoke it all before
-	// anybody looks at what was written (what the Send invalidated is
-	// revoked already).
-	x.remoteInv = inv
-	if err := c.unregister(x); err != nil {
-		x.err = err
+	x := c.replyFor(r, h.XID, inv)
+	if x == nil {
+		return
 	}
 	keep := x.takeReply(h, r.buf.Bytes[hlen:n])
 	if h.Proc == ProcError {
 		c.met.ErrorReceived(h.ErrCode)
 	}
+	c.handOver(x, r, keep, h.XID, h.Writes)
+}
+
+// replyFor finds the call a reply (of either version) names and revokes
+// the responder's access to its memory: the responder is done with it,
+// and nobody may look at what was written before (what the Send
+// invalidated is revoked already; inv is its rkey, 0 for none). A reply
+// for no call in flight is dropped, r reposted, and nil returned.
+func (c *RequesterConn) replyFor(r *rrecv, xid, inv uint32) *reqCtxt {
+	c.mu.Lock()
+	x := c.lookupLocked(xid)
+	if x == nil {
+		c.repostLocked(r)
+		c.mu.Unlock()
+		c.met.Dropped(DropUnmatched)
+		c.log.Debug("reply for no call in flight dropped", "xid", xid)
+		return nil
+	}
+	c.mu.Unlock()
+	x.remoteInv = inv
+	if err := c.unregister(x); err != nil {
+		x.err = err
+	}
+	return x
+}
+
+// handOver checks the reply's Write list (writes) against what x
+// offered, keeps r for the Result when the reply lies in it (keep), else
+// reposts it, and delivers x.
+func (c *RequesterConn) handOver(x *reqCtxt, r *rrecv, keep bool, xid uint32, writes []WriteChunk) {
 	if x.err == nil {
-		x.err = x.collectChunks(h)
+		x.err = x.collectChunksOf(xid, writes)
 	}
 	if x.err == nil {
 		c.met.ReplyReceived(x.kind, len(x.inline), x.written())
@@ -360,12 +379,9 @@ func (x *reqCtxt) rbufBytes() []byte {
 	return x.rbuf.Bytes
 }
 
-// collectChunks checks the reply's Write list against what was offered and
-// slices out what the responder wrote.
-func (x *reqCtxt) collectChunks(h *Header) error { return x.collectChunksOf(h.XID, h.Writes) }
-
-// collectChunksOf is collectChunks for the Write list writes of the reply
-// to xid (either version).
+// collectChunksOf checks the Write list writes of the reply to xid
+// (either version) against what was offered and slices out what the
+// responder wrote.
 func (x *reqCtxt) collectChunksOf(xid uint32, writes []WriteChunk) error {
 	if len(writes) > len(x.wbufs) {
 		return fmt.Errorf("%w: xid 0x%08x: reply returns %d Write chunks, %d offered", ErrBadReply, xid, len(writes), len(x.wbufs))

@@ -571,24 +571,21 @@ func (c *RequesterConn) failXID(xid uint32, err error) {
 // errorV2 ends the call an RDMA2_ERROR names with a *RemoteError; an
 // unknown code, or one naming no call, is discarded.
 func (c *RequesterConn) errorV2(r *rrecv, h *V2Header) {
-	c.repost(r)
 	if !h.ErrBody.Code.Known() {
+		c.repost(r)
 		c.met.Dropped(DropMalformed)
 		return
 	}
-	c.mu.Lock()
-	x := c.lookupLocked(h.XID)
-	c.mu.Unlock()
+	x := c.replyFor(r, h.XID, 0)
 	if x == nil {
-		c.met.Dropped(DropUnmatched)
 		c.log.Warn("RDMA2_ERROR for no call in flight", "peer", c.peer(), "xid", h.XID, "error", h.ErrBody.String())
 		return
 	}
+	c.repost(r)
 	body := h.ErrBody.canonical()
-	x.err = &RemoteError{XID: h.XID, Code: v1Code(body.Code), VersLow: body.VersLow, VersHigh: body.VersHigh, V2: &body}
 	c.met.ErrorReceived(v1Code(body.Code))
-	if err := c.unregister(x); err != nil {
-		x.err = err
+	if x.err == nil {
+		x.err = &RemoteError{XID: h.XID, Code: v1Code(body.Code), VersLow: body.VersLow, VersHigh: body.VersHigh, V2: &body}
 	}
 	c.deliver(x)
 }
@@ -606,22 +603,12 @@ func v1Code(c V2ErrCode) ErrorCode {
 // does for version one. cont, when not nil, holds the reassembled Payload
 // stream of a continued reply (payload lies in it): the call takes it.
 func (c *RequesterConn) completeV2(r *rrecv, h *V2Header, payload []byte, inv uint32, cont *Buffer) {
-	c.mu.Lock()
-	x := c.lookupLocked(h.XID)
+	x := c.replyFor(r, h.XID, inv)
 	if x == nil {
-		c.repostLocked(r)
-		c.mu.Unlock()
 		if cont != nil {
 			cont.Release()
 		}
-		c.met.Dropped(DropUnmatched)
-		c.log.Debug("reply for no call in flight dropped", "xid", h.XID)
 		return
-	}
-	c.mu.Unlock()
-	x.remoteInv = inv
-	if err := c.unregister(x); err != nil {
-		x.err = err
 	}
 	keep := false
 	x.contBuf = cont
@@ -634,19 +621,5 @@ func (c *RequesterConn) completeV2(r *rrecv, h *V2Header, payload []byte, inv ui
 			x.inline, x.kind = x.rbuf.Bytes[:l], ReplyReplyChunk
 		}
 	}
-	if x.err == nil {
-		x.err = x.collectChunksOf(h.XID, h.Writes)
-	}
-	if x.err == nil {
-		c.met.ReplyReceived(x.kind, len(x.inline), x.written())
-	}
-	c.mu.Lock()
-	if keep && x.err == nil {
-		r.held = true
-		x.rep = r
-	} else {
-		c.repostLocked(r)
-	}
-	c.mu.Unlock()
-	c.deliver(x)
+	c.handOver(x, r, keep, h.XID, h.Writes)
 }

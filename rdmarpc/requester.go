@@ -241,6 +241,7 @@ type RequesterConn struct {
 	ctl     *ctlSend // the control-message slot (nil in VersionV1)
 	nposted int      // receives posted, guarded by mu
 	maxSeg  int      // largest segment offered (0: any; version one)
+	grants  int      // RDMA2_GRANTs sent, guarded by mu
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex

@@ -365,6 +365,25 @@ func (c *RequesterConn) answerV2(err error) {
 	c.postAnswerLocked()
 }
 
+// grantIfDue sends an RDMA2_GRANT when the responder is running out of
+// the credit last written (a continued reply in many fragments, say), if
+// the control slot and a credit of ours are free; a later message tries
+// again otherwise.
+func (c *RequesterConn) grantIfDue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	adv := c.advertiseLocked()
+	if c.ctl.busy || c.isDead() || !c.link.grantDue(adv) || !c.link.mayPost() {
+		return
+	}
+	c.ctl.hdr.Init(0, c.link.creditFor(adv), HTypeGrant)
+	if err := c.postCtlLocked(); err != nil {
+		c.log.Warn("RDMA2_GRANT not sent", "peer", c.peer(), "error", err)
+		return
+	}
+	c.grants++
+}
+
 // sendErrorV2 sends the RDMA2_ERROR body for xid, when the control slot
 // and a credit are free.
 func (c *RequesterConn) sendErrorV2(xid uint32, body V2ErrorBody) {
@@ -515,6 +534,7 @@ func (c *RequesterConn) replyV2(r *rrecv, n int, inv uint32) {
 		c.failNamed(h, err)
 		return
 	}
+	defer c.grantIfDue() // once r is reposted or held
 	switch h.HType {
 	case HTypeGrant, HTypeConnPropMiddle, HTypeConnPropFinal:
 		c.repost(r)

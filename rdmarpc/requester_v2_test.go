@@ -879,3 +879,52 @@ func TestRequesterV2Backward(t *testing.T) {
 		t.Errorf("BackwardMax %d", max)
 	}
 }
+
+// The requester refreshes the responder's credit with RDMA2_GRANT once
+// half of what it last granted is used up and it has sent nothing since
+// (as while a reply arrives in many fragments).
+func TestRequesterV2SendsGrant(t *testing.T) {
+	p, addr := startV2Peer(t, func(p *v2Peer, h *V2Header, b []byte) {
+		if h.HType == HTypeConnPropFinal {
+			p.answerProps(DefaultTransportProps())
+		}
+	})
+	dialV2(t, addr, RequesterConfig{Version: VersionV2, Credits: 8})
+	adv := uint32(8 + recvExtra + 8 - 1) // the first message's credit
+	if c := p.received()[0].Credit; c != adv {
+		t.Fatalf("first credit %d", c)
+	}
+	var g V2Header
+	sent := uint32(1) // the properties
+	for range 20 {
+		g.Init(0, p.credit(), HTypeGrant)
+		p.sendHdr(&g)
+		sent++
+		if int(adv)-int(sent) <= int(adv)/2 {
+			break
+		}
+	}
+	var grant *V2Header
+	waitFor(t, 5*time.Second, "the requester's GRANT", func() bool {
+		for _, h := range p.received() {
+			if h.HType == HTypeGrant {
+				grant = &h
+				return true
+			}
+		}
+		return false
+	})
+	if grant.XID != 0 || grant.Credit != sent+adv {
+		t.Fatalf("GRANT %v, want credit %d", grant, sent+adv)
+	}
+	time.Sleep(50 * time.Millisecond)
+	n := 0
+	for _, h := range p.received() {
+		if h.HType == HTypeGrant {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d GRANTs", n)
+	}
+}

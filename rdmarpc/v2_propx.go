@@ -79,6 +79,7 @@ type v2Link struct {
 	sent     uint32 // Sent message count
 	received uint32 // Received message count
 	credit   uint32 // Received credits: rdma_credit of the last message
+	written  uint32 // the last rdma_credit this side wrote
 
 	heard      bool // a version-two message from the peer has come
 	peerMiddle bool // a CONNPROP_MIDDLE sequence is open
@@ -110,7 +111,17 @@ func localProps(sendMax, recvSize, maxSegSize, maxSegCount int, rvrs uint32) Tra
 // credit is the rdma_credit to write now, advertising adv more messages
 // (capped below V2CreditLimit).
 func (l *v2Link) creditFor(adv int) uint32 {
-	return V2Credit(l.received, uint32(min(max(adv, 0), V2CreditLimit-1)))
+	l.written = V2Credit(l.received, uint32(min(max(adv, 0), V2CreditLimit-1)))
+	return l.written
+}
+
+// grantDue reports whether this side should send an RDMA2_GRANT now: what
+// it last granted leaves the peer at most half of adv more messages (the
+// draft: "a credit refresh before half its credit limit is exceeded"),
+// and granting adv now would give it more.
+func (l *v2Link) grantDue(adv int) bool {
+	left := int(int32(l.written - l.received))
+	return adv > 0 && left <= adv/2 && left < adv
 }
 
 // mayPost reports whether one more message may be posted now.

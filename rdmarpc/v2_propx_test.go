@@ -248,3 +248,21 @@ func samePropValues(a, b TransportProps) bool {
 	return a.MaxSendSize == b.MaxSendSize && a.RecvBufSize == b.RecvBufSize && a.MaxSegmentSize == b.MaxSegmentSize &&
 		a.MaxSegmentCount == b.MaxSegmentCount && a.ReverseDir == b.ReverseDir && a.Present == b.Present
 }
+
+func TestV2LinkGrantDue(t *testing.T) {
+	l := testLink()
+	l.creditFor(20) // granted: received 0 + 20
+	for i := range 10 {
+		if l.grantDue(20) {
+			t.Fatalf("grant due after %d of 20", i)
+		}
+		l.recvCredit(1)
+	}
+	if !l.grantDue(20) {
+		t.Fatal("no grant due with half the credit used")
+	}
+	l.creditFor(20)
+	if l.grantDue(20) || l.grantDue(0) {
+		t.Fatal("grant due right after granting")
+	}
+}

@@ -8,7 +8,8 @@
 //	fragment.go          the fragment header word
 //	recordreader.go      RecordReader: records apart, Peek, direct payload reads
 //	recordwriter.go      RecordWriter: one record as one vectored write
-//	recordwriter_vec.go  WriteRecordv: a record from any number of pieces
+//	recordwriter_vec.go  WriteRecordv: a record from any number of pieces;
+//	                     AppendRecordv + Flush: several records, one writev
 //	errors.go            FrameError and its sentinels
 //
 // # Record marking

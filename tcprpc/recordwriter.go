@@ -37,9 +37,11 @@ type RecordWriter struct {
 	maxFrag int
 	err     error
 
-	hdrs []byte      // 4 bytes of fragment header per fragment
-	iov  [][]byte    // iovec storage, reused
-	bufs net.Buffers // what WriteTo consumes; re-sliced from iov each call
+	hdrs   []byte      // 4 bytes of fragment header per fragment
+	nhdr   int         // hdrs[:nhdr] belong to queued records
+	iov    [][]byte    // the queued records' iovecs; storage reused
+	queued int         // records in iov
+	bufs   net.Buffers // what WriteTo consumes; re-sliced from iov each call
 
 	three [3][]byte // WriteRecord's head, payload, tail as a vector for WriteRecordv
 }
@@ -55,10 +57,13 @@ func NewRecordWriter(w io.Writer, c *WriterConfig) *RecordWriter {
 	return rw
 }
 
-// Reset makes rw write to w, clearing any sticky error and keeping its
-// storage.
+// Reset makes rw write to w, clearing any sticky error and any records
+// queued and not flushed, and keeping its storage.
 func (rw *RecordWriter) Reset(w io.Writer) {
 	rw.w, rw.err = w, nil
+	clear(rw.iov)
+	rw.iov = rw.iov[:0]
+	rw.nhdr, rw.queued = 0, 0
 }
 
 // WriteRecord sends head, payload and tail, concatenated, as one record.

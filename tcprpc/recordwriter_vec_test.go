@@ -138,3 +138,135 @@ func TestWriteRecordvNoAllocTCP(t *testing.T) {
 		t.Fatalf("WriteRecordv allocates %.1f times per record", allocs)
 	}
 }
+
+// writeCounter records each Write call it gets.
+type writeCounter struct {
+	bytes.Buffer
+	calls int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.calls++; return w.Buffer.Write(p) }
+
+// AppendRecordv writes nothing; Flush sends the queued records in order,
+// the headers of earlier records intact although later ones made the
+// header storage grow (many one-byte fragments), and the caller's slices
+// are not referenced afterwards.
+func TestAppendRecordvFlush(t *testing.T) {
+	var out writeCounter
+	rw := NewRecordWriter(&out, &WriterConfig{MaxFragment: 1})
+	var want [][]byte
+	for i, sizes := range [][]int{{3}, {0}, {5, 0, 2}, {40, 1}, {1, 1, 1, 1}} {
+		var vec [][]byte
+		for j, n := range sizes {
+			vec = append(vec, seq(byte(i*16+j), n))
+		}
+		if err := rw.AppendRecordv(vec); err != nil {
+			t.Fatal(err)
+		}
+		clear(vec) // the vector itself may be reused at once
+		want = append(want, seqs(i, sizes))
+	}
+	if out.calls != 0 || rw.Queued() != len(want) {
+		t.Fatalf("before Flush: %d writes, %d queued; want 0 writes, %d queued", out.calls, rw.Queued(), len(want))
+	}
+	if err := rw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if rw.Queued() != 0 {
+		t.Fatalf("%d records queued after Flush", rw.Queued())
+	}
+	for i, b := range rw.iov[:cap(rw.iov)] {
+		if b != nil {
+			t.Fatalf("iovec %d still references %d caller bytes after Flush", i, len(b))
+		}
+	}
+	calls := out.calls
+	if err := rw.Flush(); err != nil || out.calls != calls {
+		t.Fatalf("empty Flush: %v, %d more writes", err, out.calls-calls)
+	}
+	rr := NewRecordReader(&out.Buffer, nil)
+	for i, w := range want {
+		got, err := rr.ReadRecord(nil)
+		if err != nil || !bytes.Equal(got, w) {
+			t.Fatalf("record %d: %x, %v; want %x", i, got, err, w)
+		}
+	}
+	if out.Len() != 0 {
+		t.Fatalf("%d bytes after the last record", out.Len())
+	}
+}
+
+func seqs(i int, sizes []int) []byte {
+	var b []byte
+	for j, n := range sizes {
+		b = append(b, seq(byte(i*16+j), n)...)
+	}
+	return b
+}
+
+// WriteRecordv after AppendRecordv sends the queued records first, in the
+// same write; Reset drops what is queued.
+func TestAppendRecordvThenWriteRecordv(t *testing.T) {
+	var out bytes.Buffer
+	rw := NewRecordWriter(&out, nil)
+	if err := rw.AppendRecordv([][]byte{[]byte("dropped")}); err != nil {
+		t.Fatal(err)
+	}
+	rw.Reset(&out)
+	for _, s := range []string{"one", "two"} {
+		if err := rw.AppendRecordv([][]byte{[]byte(s)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rw.WriteRecordv([][]byte{[]byte("thr"), []byte("ee")}); err != nil {
+		t.Fatal(err)
+	}
+	want := cat(frag(true, []byte("one")), frag(true, []byte("two")), frag(true, []byte("three")))
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("wire = %x\nwant   %x", out.Bytes(), want)
+	}
+}
+
+// A write error during Flush is sticky for AppendRecordv and Flush.
+func TestFlushStickyError(t *testing.T) {
+	c1, c2 := net.Pipe()
+	c2.Close()
+	rw := NewRecordWriter(c1, nil)
+	if err := rw.AppendRecordv([][]byte{[]byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	err := rw.Flush()
+	if err == nil {
+		t.Fatal("flush to a closed pipe succeeded")
+	}
+	if err2 := rw.AppendRecordv(nil); !errors.Is(err2, err) {
+		t.Fatalf("append after the error: %v; want the sticky %v", err2, err)
+	}
+	if err2 := rw.Flush(); !errors.Is(err2, err) {
+		t.Fatalf("flush after the error: %v; want the sticky %v", err2, err)
+	}
+}
+
+// Over a real TCP connection a batch of records allocates nothing in the
+// steady state.
+func TestAppendRecordvNoAllocTCP(t *testing.T) {
+	client, server := tcpPair(t)
+	go drain(server)
+	rw := NewRecordWriter(client, nil)
+	head, payload, pad := seq(1, 120), seq(2, 4093), []byte{0, 0, 0}
+	vec := [][]byte{head, payload, pad}
+	batch := func() {
+		for range 8 {
+			if err := rw.AppendRecordv(vec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch()
+	if allocs := testing.AllocsPerRun(100, batch); allocs != 0 {
+		t.Fatalf("a batch of 8 records allocates %.1f times", allocs)
+	}
+}

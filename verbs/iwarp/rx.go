@@ -166,61 +166,17 @@ func (c *conn) rxLoop() {
 	c.rxExit()
 }
 
-// one processes one FPDU.
+// one processes one FPDU: its header is read and checked, then the
+// opcode's handler places the payload and checks the trailer.
 func (x *rxState) one() error {
-	c := x.c
-	b := x.hdr[:]
-	if err := x.readFull(b[:fpduLenField+ddpTaggedLen]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("peer closed the connection: %w", err)
-		}
+	plen, err := x.readHeader()
+	if err != nil {
 		return err
 	}
-	x.ulen = int(binary.BigEndian.Uint16(b))
-	hl := ddpHeaderLen(b[fpduLenField])
-	if x.ulen < hl {
-		c.failTerminate(&terminate{Layer: LayerLLP, Code: MPAFPDUStart},
-			fmt.Sprintf("ULPDU_Length %d is shorter than the %d-byte DDP header", x.ulen, hl))
-		return errStop
+	op, err := x.checkHeader()
+	if err != nil {
+		return err
 	}
-	if hl == ddpUntaggedLen {
-		if err := x.readFull(b[fpduLenField+ddpTaggedLen : fpduLenField+ddpUntaggedLen]); err != nil {
-			return err
-		}
-	}
-	x.h.parse(b[fpduLenField : fpduLenField+hl])
-	x.crc = 0
-	if c.crc {
-		x.crc = crcUpdate(0, b[:fpduLenField+hl])
-	}
-	plen := x.ulen - hl
-	h := &x.h
-	if h.Version != ddpVersion {
-		if h.Tagged {
-			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBadVersion, nil, "bad DDP version")
-		}
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedBadVersion, nil, "bad DDP version")
-	}
-	if h.RDMAP>>rdmapVerShift != rdmapVersion {
-		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadVersion, nil, "bad RDMAP version")
-	}
-	op := rdmapOpcode(h.RDMAP & rdmapOpcodeMask)
-	if op > opTerminate || op.tagged() != h.Tagged {
-		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadOpcode, nil, "unexpected opcode")
-	}
-	if !h.Tagged {
-		want := uint32(qnSend)
-		switch op {
-		case opReadReq:
-			want = qnReadReq
-		case opTerminate:
-			want = qnTerminate
-		}
-		if h.QN != want {
-			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidQN, nil, fmt.Sprintf("%s on QN %d", op, h.QN))
-		}
-	}
-	var err error
 	switch op {
 	case opWrite:
 		err = x.write(plen)
@@ -234,13 +190,83 @@ func (x *rxState) one() error {
 		err = x.send(op, plen)
 	}
 	if err == nil && !x.rtr {
-		x.rtr = true
-		c.mu.Lock()
-		c.rtrSeen = true
-		c.mu.Unlock()
-		c.kick()
+		x.rtrReceived()
 	}
 	return err
+}
+
+// readHeader reads the MPA length and the DDP header into x.h (starting
+// the CRC over them) and returns the payload length.
+func (x *rxState) readHeader() (plen int, err error) {
+	c := x.c
+	b := x.hdr[:]
+	if err := x.readFull(b[:fpduLenField+ddpTaggedLen]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("peer closed the connection: %w", err)
+		}
+		return 0, err
+	}
+	x.ulen = int(binary.BigEndian.Uint16(b))
+	hl := ddpHeaderLen(b[fpduLenField])
+	if x.ulen < hl {
+		c.failTerminate(&terminate{Layer: LayerLLP, Code: MPAFPDUStart},
+			fmt.Sprintf("ULPDU_Length %d is shorter than the %d-byte DDP header", x.ulen, hl))
+		return 0, errStop
+	}
+	if hl == ddpUntaggedLen {
+		if err := x.readFull(b[fpduLenField+ddpTaggedLen : fpduLenField+ddpUntaggedLen]); err != nil {
+			return 0, err
+		}
+	}
+	x.h.parse(b[fpduLenField : fpduLenField+hl])
+	x.crc = 0
+	if c.crc {
+		x.crc = crcUpdate(0, b[:fpduLenField+hl])
+	}
+	return x.ulen - hl, nil
+}
+
+// checkHeader checks the DDP and RDMAP versions, the opcode against the
+// tagged flag and an untagged message's queue number.
+func (x *rxState) checkHeader() (rdmapOpcode, error) {
+	h := &x.h
+	if h.Version != ddpVersion {
+		if h.Tagged {
+			return 0, x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBadVersion, nil, "bad DDP version")
+		}
+		return 0, x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedBadVersion, nil, "bad DDP version")
+	}
+	if h.RDMAP>>rdmapVerShift != rdmapVersion {
+		return 0, x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadVersion, nil, "bad RDMAP version")
+	}
+	op := rdmapOpcode(h.RDMAP & rdmapOpcodeMask)
+	if op > opTerminate || op.tagged() != h.Tagged {
+		return 0, x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPBadOpcode, nil, "unexpected opcode")
+	}
+	if !h.Tagged {
+		want := uint32(qnSend)
+		switch op {
+		case opReadReq:
+			want = qnReadReq
+		case opTerminate:
+			want = qnTerminate
+		}
+		if h.QN != want {
+			return 0, x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidQN, nil, fmt.Sprintf("%s on QN %d", op, h.QN))
+		}
+	}
+	return op, nil
+}
+
+// rtrReceived notes the first complete message from the peer (in RFC 6581
+// peer-to-peer mode the responder's tx waits for it).
+func (x *rxState) rtrReceived() {
+	x.rtr = true
+	c := x.c
+	c.mu.Lock()
+	c.rtrSeen = true
+	c.mu.Unlock()
+	c.kick()
 }
 
 // write places an RDMA Write segment into the region its STag names.
@@ -287,7 +313,7 @@ func (x *rxState) write(plen int) error {
 // readResponse places an RDMA Read Response segment into the SGL of the
 // oldest outstanding Read.
 func (x *rxState) readResponse(plen int) error {
-	c, h := x.c, &x.h
+	c := x.c
 	c.mu.Lock()
 	if c.orqHead == c.orqTail {
 		c.mu.Unlock()
@@ -300,36 +326,14 @@ func (x *rxState) readResponse(plen int) error {
 	}
 	c.mu.Unlock()
 	drop := plen > 0 && !o.user && o.length == 0
+	var err error
 	if drop {
-		// Data for one of our zero-length Reads (a fence or the RTR).
-		// Linux siw sends it when the Read Request waits in its inbound
-		// read queue behind other work: siw_activate_tx leaves the previous
-		// work request's SGE in place for a zero-length response, so siw
-		// sends that memory (6.1; it then also answers with the right
-		// STag and TO). No buffer of ours is addressed, so the bytes are
-		// checked (STag, TO continuity, CRC) and dropped instead of ending
-		// the connection over the peer's bug.
-		if h.STag != o.sinkSTag || h.TO != o.sinkTO+uint64(o.stale) {
-			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
-				fmt.Sprintf("%d bytes at STag %#x TO %#x for a zero-length Read (STag %#x TO %#x)", plen, h.STag, h.TO, o.sinkSTag, o.sinkTO+uint64(o.stale)))
-		}
-		if err := x.discard(plen); err != nil {
-			return err
-		}
-		o.stale += plen
+		err = x.dropStale(o, plen)
 	} else if plen > 0 {
-		if h.STag != o.sinkSTag {
-			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
-		}
-		if h.TO != o.sinkTO+uint64(o.got) || o.got+plen > o.length {
-			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
-				fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
-		}
-		if ok, err := x.scatter(sgl, o.got, plen); err != nil {
-			return err
-		} else if !ok {
-			return c.localProtection(o.seq, o.user, "RDMA Read Response")
-		}
+		err = x.placeResponse(o, sgl, plen)
+	}
+	if err != nil {
+		return err
 	}
 	if err := x.trailer(); err != nil {
 		return err
@@ -337,12 +341,60 @@ func (x *rxState) readResponse(plen int) error {
 	if !drop {
 		o.got += plen
 	}
-	if !h.Last {
+	if !x.h.Last {
 		return nil
 	}
 	if o.got != o.length {
 		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPUnspecified, nil, fmt.Sprintf("Read Response of %d bytes for a %d-byte Read", o.got, o.length))
 	}
+	c.readDone(o)
+	return nil
+}
+
+// dropStale checks and drops data for one of our zero-length Reads (a
+// fence or the RTR). Linux siw sends it when the Read Request waits in
+// its inbound read queue behind other work: siw_activate_tx leaves the
+// previous work request's SGE in place for a zero-length response, so siw
+// sends that memory (6.1; it then also answers with the right STag and
+// TO). No buffer of ours is addressed, so the bytes are checked (STag, TO
+// continuity, CRC) and dropped instead of ending the connection over the
+// peer's bug.
+func (x *rxState) dropStale(o *orqEntry, plen int) error {
+	h := &x.h
+	if h.STag != o.sinkSTag || h.TO != o.sinkTO+uint64(o.stale) {
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+			fmt.Sprintf("%d bytes at STag %#x TO %#x for a zero-length Read (STag %#x TO %#x)", plen, h.STag, h.TO, o.sinkSTag, o.sinkTO+uint64(o.stale)))
+	}
+	if err := x.discard(plen); err != nil {
+		return err
+	}
+	o.stale += plen
+	return nil
+}
+
+// placeResponse checks a Read Response segment against the Read it
+// answers (sink STag, TO continuity, length) and places it into the
+// Read's SGL.
+func (x *rxState) placeResponse(o *orqEntry, sgl []verbs.SGE, plen int) error {
+	h := &x.h
+	if h.STag != o.sinkSTag {
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
+	}
+	if h.TO != o.sinkTO+uint64(o.got) || o.got+plen > o.length {
+		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+			fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
+	}
+	if ok, err := x.scatter(sgl, o.got, plen); err != nil {
+		return err
+	} else if !ok {
+		return x.c.localProtection(o.seq, o.user, "RDMA Read Response")
+	}
+	return nil
+}
+
+// readDone retires the oldest outstanding Read, whose response has fully
+// arrived: it and every send-queue entry it covers are complete.
+func (c *conn) readDone(o *orqEntry) {
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
 	*o = orqEntry{}
@@ -350,7 +402,6 @@ func (x *rxState) readResponse(plen int) error {
 	c.mu.Unlock()
 	c.kick()
 	c.complete()
-	return nil
 }
 
 // discard reads n payload bytes (CRC included) that go nowhere.
@@ -439,26 +490,8 @@ func (x *rxState) readRequest(plen int) error {
 func (x *rxState) send(op rdmapOpcode, plen int) error {
 	c, h := x.c, &x.h
 	if !x.curOn {
-		if h.MSN != x.msn[qnSend] {
-			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnSend]))
-		}
-		if h.MO != 0 {
-			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, "first segment of a message")
-		}
-		var ok bool
-		if c.srq != nil {
-			ok = c.srq.q.take(&x.cur)
-		} else {
-			ok = c.rq.take(&x.cur)
-		}
-		if !ok {
-			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedNoBuffer, nil, "no receive posted")
-		}
-		x.curOn = true
-		if x.cur.bad {
-			x.c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified}, "receive SGE outside its region")
-			x.completeRecv(verbs.StatusLocalProtection, 0, 0)
-			return errStop
+		if err := x.startRecv(); err != nil {
+			return err
 		}
 	} else if h.MSN != x.msn[qnSend] {
 		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("message %d is in progress", x.msn[qnSend]))
@@ -484,23 +517,59 @@ func (x *rxState) send(op rdmapOpcode, plen int) error {
 	}
 	x.msn[qnSend]++
 	if op == opSendInv || op == opSendSEInv {
-		m := c.dev.acquire(h.InvSTag)
-		if m != nil && m.pd != c.pd {
-			m.use.RUnlock()
-			m = nil
-		}
-		if m == nil {
-			c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPRemoteOperation, Code: RDMAPCannotInvalidate, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h},
-				fmt.Sprintf("Send with Invalidate of unknown STag %#x", h.InvSTag))
-			x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
-			return errStop
-		}
-		m.remote.Store(false)
-		m.use.RUnlock()
-		x.completeRecv(verbs.StatusSuccess, end, h.InvSTag)
-		return nil
+		return x.invalidate(end)
 	}
 	x.completeRecv(verbs.StatusSuccess, end, 0)
+	return nil
+}
+
+// startRecv checks the first segment of a Send message (MSN, MO 0) and
+// takes the posted receive it is placed into.
+func (x *rxState) startRecv() error {
+	c, h := x.c, &x.h
+	if h.MSN != x.msn[qnSend] {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnSend]))
+	}
+	if h.MO != 0 {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, "first segment of a message")
+	}
+	var ok bool
+	if c.srq != nil {
+		ok = c.srq.q.take(&x.cur)
+	} else {
+		ok = c.rq.take(&x.cur)
+	}
+	if !ok {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedNoBuffer, nil, "no receive posted")
+	}
+	x.curOn = true
+	if x.cur.bad {
+		c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified}, "receive SGE outside its region")
+		x.completeRecv(verbs.StatusLocalProtection, 0, 0)
+		return errStop
+	}
+	return nil
+}
+
+// invalidate carries out a Send with Invalidate whose n bytes were
+// placed: the STag it names loses its remote access and the receive
+// completes saying so; an STag that is not ours ends the connection.
+func (x *rxState) invalidate(n int) error {
+	c, h := x.c, &x.h
+	m := c.dev.acquire(h.InvSTag)
+	if m != nil && m.pd != c.pd {
+		m.use.RUnlock()
+		m = nil
+	}
+	if m == nil {
+		c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPRemoteOperation, Code: RDMAPCannotInvalidate, HaveDDP: true, SegLen: uint16(x.ulen), DDP: x.h},
+			fmt.Sprintf("Send with Invalidate of unknown STag %#x", h.InvSTag))
+		x.completeRecv(verbs.StatusRemoteInvalidReq, 0, 0)
+		return errStop
+	}
+	m.remote.Store(false)
+	m.use.RUnlock()
+	x.completeRecv(verbs.StatusSuccess, n, h.InvSTag)
 	return nil
 }
 

@@ -103,11 +103,9 @@ func (t *txState) makeRoom() error {
 // must therefore fit one FPDU and be taken only after makeRoom, or a
 // later message of the new batch could overwrite it before it is written.
 func (t *txState) send(h ddpHeader, sgl []verbs.SGE, payload []byte, total int) error {
-	c := t.c
-	hl := h.Len()
-	maxPay := c.maxULPDU - hl
-	sgIdx, sgOff, mo := 0, 0, 0
-	for first := true; first || mo < total; first = false {
+	maxPay := t.c.maxULPDU - h.Len()
+	cur := sglCursor{sgl: sgl}
+	for mo, first := 0, true; first || mo < total; first = false {
 		if err := t.makeRoom(); err != nil {
 			if !first {
 				t.broken = true
@@ -122,54 +120,79 @@ func (t *txState) send(h ddpHeader, sgl []verbs.SGE, payload []byte, total int) 
 			seg.MO = h.MO + uint32(mo)
 		}
 		seg.Last = mo+n == total
-		fh := t.hdr[t.nf][:fpduLenField+hl]
-		binary.BigEndian.PutUint16(fh, uint16(hl+n))
-		seg.put(fh[fpduLenField:])
-		var crc uint32
-		if c.crc {
-			crc = crcUpdate(0, fh)
-		}
-		t.iov = append(t.iov, fh)
+		crc := t.appendHeader(&seg, n)
 		if payload != nil {
-			p := payload[mo : mo+n]
-			if len(p) > 0 {
-				t.iov = append(t.iov, p)
-				if c.crc {
-					crc = crcUpdate(crc, p)
-				}
-			}
+			crc = t.appendPiece(crc, payload[mo:mo+n])
 		} else {
-			for left := n; left > 0; {
-				b := sgl[sgIdx].Buf[sgOff:]
-				take := min(len(b), left)
-				if take > 0 {
-					p := b[:take]
-					t.iov = append(t.iov, p)
-					if c.crc {
-						crc = crcUpdate(crc, p)
-					}
-				}
-				sgOff += take
-				left -= take
-				if sgOff == len(sgl[sgIdx].Buf) {
-					sgIdx++
-					sgOff = 0
-				}
-			}
+			crc = cur.appendTo(t, crc, n)
 		}
-		pad := fpduPad(hl + n)
-		tr := t.trl[t.nf][:pad+fpduCRCLen]
-		clear(tr[:pad])
-		if c.crc {
-			crc = crcUpdate(crc, tr[:pad])
-		}
-		putCRC(tr[pad:], crc)
-		t.iov = append(t.iov, tr)
-		t.nf++
-		t.bytes += fpduSize(hl + n)
+		t.appendTrailer(crc, seg.Len()+n)
 		mo += n
 	}
 	return nil
+}
+
+// appendHeader adds an FPDU's length and DDP header for a segment of n
+// payload bytes and returns the CRC over them.
+func (t *txState) appendHeader(seg *ddpHeader, n int) uint32 {
+	hl := seg.Len()
+	fh := t.hdr[t.nf][:fpduLenField+hl]
+	binary.BigEndian.PutUint16(fh, uint16(hl+n))
+	seg.put(fh[fpduLenField:])
+	t.iov = append(t.iov, fh)
+	if t.c.crc {
+		return crcUpdate(0, fh)
+	}
+	return 0
+}
+
+// appendPiece adds payload bytes p (skipped if empty) and continues the
+// CRC over them.
+func (t *txState) appendPiece(crc uint32, p []byte) uint32 {
+	if len(p) == 0 {
+		return crc
+	}
+	t.iov = append(t.iov, p)
+	if t.c.crc {
+		crc = crcUpdate(crc, p)
+	}
+	return crc
+}
+
+// appendTrailer ends an FPDU of ulen ULPDU bytes with its pad and CRC.
+func (t *txState) appendTrailer(crc uint32, ulen int) {
+	pad := fpduPad(ulen)
+	tr := t.trl[t.nf][:pad+fpduCRCLen]
+	clear(tr[:pad])
+	if t.c.crc {
+		crc = crcUpdate(crc, tr[:pad])
+	}
+	putCRC(tr[pad:], crc)
+	t.iov = append(t.iov, tr)
+	t.nf++
+	t.bytes += fpduSize(ulen)
+}
+
+// sglCursor walks an SGL segment by segment.
+type sglCursor struct {
+	sgl      []verbs.SGE
+	idx, off int
+}
+
+// appendTo adds the next n bytes of the SGL to t's batch.
+func (s *sglCursor) appendTo(t *txState, crc uint32, n int) uint32 {
+	for n > 0 {
+		b := s.sgl[s.idx].Buf[s.off:]
+		take := min(len(b), n)
+		crc = t.appendPiece(crc, b[:take])
+		s.off += take
+		n -= take
+		if s.off == len(s.sgl[s.idx].Buf) {
+			s.idx++
+			s.off = 0
+		}
+	}
+	return crc
 }
 
 func untagged(op rdmapOpcode, qn, msn uint32) ddpHeader {
@@ -329,153 +352,240 @@ func (c *conn) idle() {
 	}
 }
 
+// txRound is what one gather took from the queues for one writeBatch:
+// the Read Responses in txState.resp, the send-queue entries [from, to)
+// and, if fence, a zero-length Read Request with MSN fenceMSN.
+type txRound struct {
+	from, to uint64
+	fence    bool
+	fenceMSN uint32
+}
+
+func (r *txRound) empty(t *txState) bool { return t.nresp == 0 && r.from == r.to && !r.fence }
+
+// txLoop is the transmit goroutine: after the RFC 6581 ready-to-receive
+// exchange, rounds of gather (under c.mu) and writeBatch (without it),
+// parking when there is nothing to do.
 func (c *conn) txLoop() {
-	t := &c.tx
 	defer c.txExit()
-	// RFC 6581 peer-to-peer: the responder sends nothing before the
-	// initiator's ready-to-receive message arrived.
+	if !c.awaitRTR() {
+		return
+	}
+	c.tx.sendRTR()
 	for {
 		c.mu.Lock()
 		if c.state != stateLive {
 			c.mu.Unlock()
 			return
 		}
-		if c.rtrSeen {
+		r, bad := c.gather()
+		if bad != nil {
 			c.mu.Unlock()
-			break
-		}
-		c.idle()
-	}
-	switch c.neg.sendRTR {
-	case rtrWrite:
-		if err := t.send(tagged(opWrite, 0, 0), nil, nil, 0); err == nil {
-			err = t.flush()
-		}
-	case rtrRead:
-		c.mu.Lock()
-		c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: c.sqSent}
-		c.orqTail++
-		msn := c.txMSN[qnReadReq]
-		c.txMSN[qnReadReq]++
-		c.mu.Unlock()
-		t.sendReadRequest(msn, &readRequest{})
-	}
-	for {
-		c.mu.Lock()
-		if c.state != stateLive {
-			c.mu.Unlock()
+			c.failLocalCheck(bad, r.from, bad.localErr)
 			return
 		}
-		// Gather everything that is ready. Read Responses first: the
-		// peer is waiting on them. Pop them before sending: once the last
-		// byte is out the peer may complete the Read and issue the next
-		// one at once.
-		for c.irqHead < c.irqTail && t.nresp < len(t.resp) {
-			i := c.irqHead % uint64(len(c.irq))
-			t.resp[t.nresp] = c.irq[i]
-			c.irq[i] = irqEntry{}
-			c.irqHead++
-			t.nresp++
-		}
-		// Then a run of send-queue entries, stopping at one that failed
-		// its local checks (it ends the connection once everything before
-		// it is out) and at a Read the ORD has no room for.
-		from, bytes := c.sqSent, 0
-		for c.sqSent < c.sqTail && c.sqSent-from < batchWRs && bytes < batchBytes {
-			seq := c.sqSent
-			e := c.sqAt(seq)
-			if e.localErr != 0 {
-				if seq == from && t.nresp == 0 {
-					c.failSet, c.failSeq, c.failStat = true, seq, e.localErr
-					c.mu.Unlock()
-					c.fail(&verbs.CompletionError{Op: e.op, Status: e.localErr, ID: e.id},
-						&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
-					return
-				}
-				break
-			}
-			switch e.op {
-			case verbs.OpRDMARead:
-				if c.orqTail-c.orqHead >= uint64(len(c.orq)) {
-					goto gathered
-				}
-				e.msn = c.txMSN[qnReadReq]
-				c.txMSN[qnReadReq]++
-				// Its response proves everything before it placed too.
-				c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: seq + 1, user: true, seq: seq,
-					length: e.length}
-				if len(e.sgl) > 0 && e.length > 0 {
-					o := &c.orq[c.orqTail%uint64(len(c.orq))]
-					o.sinkSTag, o.sinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
-				}
-				c.orqTail++
-				c.covered = seq + 1
-				c.uncovered = 0
-			case verbs.OpSend, verbs.OpSendInv:
-				e.msn = c.txMSN[qnSend]
-				c.txMSN[qnSend]++
-			}
-			if e.op != verbs.OpRDMARead {
-				c.uncovered += e.length
-			}
-			e.sent = true
-			c.sqSent++
-			bytes += e.length
-		}
-	gathered:
-		to := c.sqSent
-		// One zero-length Read proves the placement of the whole burst:
-		// everything sent and not yet covered, this batch included. It
-		// waits until the batch has drained the queue, so a burst of small
-		// messages larger than one batch still gets one fence, after its
-		// last entry; a burst carrying more than fenceBytes gets one per
-		// fenceBytes.
-		var fenceMSN uint32
-		fence := c.fence && c.covered < to && (c.sqSent == c.sqTail || c.uncovered >= fenceBytes) &&
-			c.orqTail-c.orqHead < uint64(len(c.orq))
-		if fence {
-			c.orq[c.orqTail%uint64(len(c.orq))] = orqEntry{cover: to}
-			c.orqTail++
-			c.covered = to
-			c.uncovered = 0
-			fenceMSN = c.txMSN[qnReadReq]
-			c.txMSN[qnReadReq]++
-		}
-		if t.nresp == 0 && from == to && !fence {
+		if r.empty(&c.tx) {
 			c.idle()
 			continue
 		}
 		c.mu.Unlock()
-		wrote, err := t.writeBatch(from, to, fence, fenceMSN)
-		if wrote > from {
-			c.mu.Lock()
-			// A fast fence answer may have retired (and a new post
-			// reused) the slots of entries before sqHead already.
-			for s := max(from, c.sqHead); s < wrote; s++ {
-				if e := c.sqAt(s); e.op != verbs.OpRDMARead {
-					e.wrote = true
-					e.done = e.done || !c.fence
-				}
-			}
-			c.mu.Unlock()
-			if !c.fence {
-				c.complete()
-			}
-		}
-		if err != nil {
-			if errors.Is(err, errLocalProtection) {
-				e := c.sqAt(wrote)
-				c.mu.Lock()
-				c.failSet, c.failSeq, c.failStat = true, wrote, verbs.StatusLocalProtection
-				c.mu.Unlock()
-				c.fail(&verbs.CompletionError{Op: e.op, Status: verbs.StatusLocalProtection, ID: e.id},
-					&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
-				return
-			}
-			c.txFailed(err)
+		if !c.writeRound(&r) {
 			return
 		}
 	}
+}
+
+// awaitRTR waits until tx may send: in RFC 6581 peer-to-peer mode the
+// responder sends nothing before the initiator's ready-to-receive message
+// arrived. False if the connection ended first.
+func (c *conn) awaitRTR() bool {
+	for {
+		c.mu.Lock()
+		if c.state != stateLive {
+			c.mu.Unlock()
+			return false
+		}
+		if c.rtrSeen {
+			c.mu.Unlock()
+			return true
+		}
+		c.idle()
+	}
+}
+
+// sendRTR sends the RFC 6581 ready-to-receive message the initiator owes.
+func (t *txState) sendRTR() {
+	c := t.c
+	switch c.neg.sendRTR {
+	case rtrWrite:
+		if err := t.send(tagged(opWrite, 0, 0), nil, nil, 0); err == nil {
+			t.flush()
+		}
+	case rtrRead:
+		c.mu.Lock()
+		c.pushORQ(orqEntry{cover: c.sqSent})
+		msn := c.nextMSN(qnReadReq)
+		c.mu.Unlock()
+		t.sendReadRequest(msn, &readRequest{})
+	}
+}
+
+// pushORQ records an RDMA Read we issue. Caller holds c.mu and has
+// checked there is room.
+func (c *conn) pushORQ(o orqEntry) {
+	c.orq[c.orqTail%uint64(len(c.orq))] = o
+	c.orqTail++
+}
+
+func (c *conn) orqFull() bool { return c.orqTail-c.orqHead >= uint64(len(c.orq)) }
+
+// nextMSN takes the next message sequence number of queue qn. Caller
+// holds c.mu.
+func (c *conn) nextMSN(qn int) uint32 {
+	msn := c.txMSN[qn]
+	c.txMSN[qn]++
+	return msn
+}
+
+// gather takes everything that is ready for one round. Caller holds c.mu.
+// Read Responses first: the peer is waiting on them. Then a run of
+// send-queue entries, and the fence that proves them. bad is an entry at
+// the head of the run that failed its local checks (nothing else is
+// taken then): it ends the connection.
+func (c *conn) gather() (r txRound, bad *sqEntry) {
+	c.takeReadResponses(c.irqTail)
+	r.from = c.sqSent
+	if e := c.gatherSQ(); e != nil && c.sqSent == r.from && c.tx.nresp == 0 {
+		return r, e
+	}
+	r.to = c.sqSent
+	r.fence, r.fenceMSN = c.planFence(r.to)
+	return r, nil
+}
+
+// takeReadResponses moves queued Read Requests, up to sequence number
+// end, into the batch's Read Responses. They are popped before they are
+// sent: once the last byte is out the peer may complete the Read and
+// issue the next one at once. Caller holds c.mu.
+func (c *conn) takeReadResponses(end uint64) {
+	t := &c.tx
+	for c.irqHead < end && t.nresp < len(t.resp) {
+		i := c.irqHead % uint64(len(c.irq))
+		t.resp[t.nresp] = c.irq[i]
+		c.irq[i] = irqEntry{}
+		c.irqHead++
+		t.nresp++
+	}
+}
+
+// gatherSQ advances sqSent over a run of send-queue entries (at most
+// batchWRs of them, batchBytes of payload), stopping at one that failed its
+// local checks (returned: it ends the connection once everything before
+// it is out) and at a Read the ORD has no room for. Caller holds c.mu.
+func (c *conn) gatherSQ() (bad *sqEntry) {
+	from, bytes := c.sqSent, 0
+	for c.sqSent < c.sqTail && c.sqSent-from < batchWRs && bytes < batchBytes {
+		e := c.sqAt(c.sqSent)
+		if e.localErr != 0 {
+			return e
+		}
+		if !c.takeSQEntry(c.sqSent, e) {
+			return nil
+		}
+		c.sqSent++
+		bytes += e.length
+	}
+	return nil
+}
+
+// takeSQEntry assigns entry seq its MSN (and a Read its ORQ slot: its
+// response proves everything before it placed too); false if it is a Read
+// the ORD has no room for. Caller holds c.mu.
+func (c *conn) takeSQEntry(seq uint64, e *sqEntry) bool {
+	switch e.op {
+	case verbs.OpRDMARead:
+		if c.orqFull() {
+			return false
+		}
+		e.msn = c.nextMSN(qnReadReq)
+		o := orqEntry{cover: seq + 1, user: true, seq: seq, length: e.length}
+		if len(e.sgl) > 0 && e.length > 0 {
+			o.sinkSTag, o.sinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
+		}
+		c.pushORQ(o)
+		c.covered = seq + 1
+		c.uncovered = 0
+	case verbs.OpSend, verbs.OpSendInv:
+		e.msn = c.nextMSN(qnSend)
+		c.uncovered += e.length
+	default:
+		c.uncovered += e.length
+	}
+	e.sent = true
+	return true
+}
+
+// planFence decides whether a zero-length Read goes after the entries
+// < to, proving the placement of everything sent and not yet covered, and
+// takes its ORQ slot and MSN. It waits until the send queue has drained,
+// so a burst of small messages larger than one batch still gets one fence,
+// after its last entry; a burst carrying more than fenceBytes gets one per
+// fenceBytes. Caller holds c.mu.
+func (c *conn) planFence(to uint64) (bool, uint32) {
+	if !c.fence || c.covered >= to || (c.sqSent != c.sqTail && c.uncovered < fenceBytes) || c.orqFull() {
+		return false, 0
+	}
+	c.pushORQ(orqEntry{cover: to})
+	c.covered = to
+	c.uncovered = 0
+	return true, c.nextMSN(qnReadReq)
+}
+
+// writeRound writes what gather took and accounts for it; false if the
+// connection is to end.
+func (c *conn) writeRound(r *txRound) bool {
+	wrote, err := c.tx.writeBatch(r.from, r.to, r.fence, r.fenceMSN)
+	if wrote > r.from {
+		c.markWritten(r.from, wrote)
+	}
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, errLocalProtection) {
+		c.failLocalCheck(c.sqAt(wrote), wrote, verbs.StatusLocalProtection)
+		return false
+	}
+	c.txFailed(err)
+	return false
+}
+
+// markWritten records that the entries [from, to) were handed to TCP in
+// full; without placement proof (CompleteOnTransmit) that completes them.
+func (c *conn) markWritten(from, to uint64) {
+	c.mu.Lock()
+	// A fast fence answer may have retired (and a new post reused) the
+	// slots of entries before sqHead already.
+	for s := max(from, c.sqHead); s < to; s++ {
+		if e := c.sqAt(s); e.op != verbs.OpRDMARead {
+			e.wrote = true
+			e.done = e.done || !c.fence
+		}
+	}
+	c.mu.Unlock()
+	if !c.fence {
+		c.complete()
+	}
+}
+
+// failLocalCheck ends the connection on send-queue entry seq, which
+// failed a local check with status st.
+func (c *conn) failLocalCheck(e *sqEntry, seq uint64, st verbs.Status) {
+	c.mu.Lock()
+	c.failSet, c.failSeq, c.failStat = true, seq, st
+	op, id := e.op, e.id
+	c.mu.Unlock()
+	c.fail(&verbs.CompletionError{Op: op, Status: st, ID: id},
+		&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified})
 }
 
 func (c *conn) txFailed(err error) {
@@ -537,13 +647,7 @@ func (t *txState) answerReads() {
 		clear(t.resp[:t.nresp])
 		t.nresp, t.rnext = 0, 0
 		c.mu.Lock()
-		for c.irqHead < end && t.nresp < len(t.resp) {
-			i := c.irqHead % uint64(len(c.irq))
-			t.resp[t.nresp] = c.irq[i]
-			c.irq[i] = irqEntry{}
-			c.irqHead++
-			t.nresp++
-		}
+		c.takeReadResponses(end)
 		c.mu.Unlock()
 		if t.nresp == 0 {
 			break

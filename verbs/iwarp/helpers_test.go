@@ -52,6 +52,13 @@ func pair(t testing.TB, cfg Config, addr string) (cli, srv *side) {
 	t.Helper()
 	p := New(cfg)
 	cli, srv = newSide(t, p), newSide(t, p)
+	connectSides(t, cli, srv, addr)
+	return cli, srv
+}
+
+// connectSides connects cli (dialing) to srv (accepting) on addr.
+func connectSides(t testing.TB, cli, srv *side, addr string) {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -85,7 +92,6 @@ func pair(t testing.TB, cfg Config, addr string) (cli, srv *side) {
 		t.Fatal(r.err)
 	}
 	cli.conn, srv.conn = c, r.c
-	return cli, srv
 }
 
 func (s *side) mem(t testing.TB, n int, acc verbs.Access) verbs.MR {

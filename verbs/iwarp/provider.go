@@ -9,7 +9,8 @@
 // terminate.go (Terminate messages and error codes), mr.go (PDs, MRs,
 // STags), cq.go (completion queues), srq.go (receive queues), cm.go
 // (connection setup), qp.go (the queue pair), tx.go and rx.go (the two
-// goroutines of a connection).
+// goroutines of a connection), txinline.go (transmitting on the caller's
+// goroutine when the tx goroutine is idle).
 //
 // Semantics a user of verbs should know:
 //
@@ -35,6 +36,12 @@
 //     *TerminateError.
 //   - A full CQ makes the connection wait for room (back-pressure) instead
 //     of dropping completions.
+//   - PostSend never waits for the peer, but when the connection's
+//     transmit side is idle it writes the work itself (non-blocking
+//     writev: what the socket takes at once, the rest is left to the
+//     transmit goroutine), and the receive side answers RDMA Read Requests
+//     the same way: a request/response exchange costs no goroutine
+//     wake-up on either side.
 //   - InitiatorDepth/ResponderResources of 0 mean the default of 16.
 package iwarp
 

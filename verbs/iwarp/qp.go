@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -68,6 +69,7 @@ type conn struct {
 	dev     *device
 	pd      *pd
 	tc      *net.TCPConn
+	rc      syscall.RawConn // tc's, for the non-blocking inline writes
 	scq     *cq
 	rcq     *cq
 	srq     *srq
@@ -108,6 +110,8 @@ type conn struct {
 	termSent  bool
 	rtrSeen   bool
 
+	txBusy bool // a caller is transmitting inline (txinline.go)
+
 	live   atomic.Bool
 	txIdle atomic.Bool // tx is parked (or about to park) waiting for a kick
 	txKick chan struct{}
@@ -129,6 +133,11 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, 
 		private: neg.private, neg: *neg, maxSGE: o.MaxSGE, crc: neg.crc,
 		txKick: make(chan struct{}, 1), dying: make(chan struct{}), txDone: make(chan struct{}), done: make(chan struct{})}
 	c.self = c
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	c.rc = rc
 	if o.SRQ != nil {
 		c.srq = o.SRQ.(*srq)
 	} else {
@@ -250,8 +259,7 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 		}
 		c.sqTail++
 	}
-	c.mu.Unlock()
-	c.kick()
+	c.startTx()
 	return nil
 }
 

@@ -399,8 +399,7 @@ func (c *conn) readDone(o *orqEntry) {
 	c.markCoveredLocked(o.cover)
 	*o = orqEntry{}
 	c.orqHead++
-	c.mu.Unlock()
-	c.kick()
+	c.startTx() // a Read or fence may have waited for the ORQ slot
 	c.complete()
 }
 
@@ -481,8 +480,7 @@ func (x *rxState) readRequest(plen int) error {
 	}
 	c.irq[c.irqTail%uint64(len(c.irq))] = ie
 	c.irqTail++
-	c.mu.Unlock()
-	c.kick()
+	c.startTx()
 	return nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"sync/atomic"
 
 	"github.com/rdmagw/rdmagw/verbs"
+	"golang.org/x/sys/unix"
 )
 
 // The transmit side: one goroutine per connection turns work into FPDUs
@@ -54,18 +56,42 @@ type txState struct {
 	// multi-segment message was cut off when the QP left RTS.
 	broken   bool
 	draining bool // answerReads: keep going although the QP left RTS
+
+	// Inline transmission (txinline.go).
+	inline       bool         // the batch is built for one non-blocking write
+	pending      pendingPhase // what the goroutine must finish of an inline round
+	pendingRound txRound
+	rawIOV       []unix.Iovec
+	rawTotal     int // bytes in rawIOV
+	rawN         int // what the last writev wrote
+	rawErr       error
+	rawWrite     func(fd uintptr) bool // writevRaw, bound once
+
+	// Rounds written by the goroutine and inline (for tests: a wake-up
+	// per message shows as goroutine rounds).
+	goRounds, inlineRounds atomic.Uint64
+	handoffs               atomic.Uint64 // inline rounds left to the goroutine
 }
 
 func (t *txState) init(c *conn) {
 	t.c = c
 	t.iov = make([][]byte, 0, batchFPDUs*2+c.maxSGE+8)
 	t.held = make([]*mr, 0, batchWRs*(c.maxSGE+1))
+	t.rawIOV = make([]unix.Iovec, 0, min(cap(t.iov), iovMax))
+	t.rawWrite = t.writevRaw
 }
 
-// flush writes the batched FPDUs.
+// iovMax is Linux's IOV_MAX: the most iovecs one writev takes.
+const iovMax = 1024
+
+// flush writes the batched FPDUs (in an inline round without waiting:
+// flushNow).
 func (t *txState) flush() error {
 	if t.nf == 0 {
 		return nil
+	}
+	if t.inline {
+		return t.flushNow()
 	}
 	t.wbuf = t.iov
 	_, err := t.wbuf.WriteTo(t.c.tc)
@@ -87,13 +113,23 @@ func (t *txState) makeRoom() error {
 	if !t.full() {
 		return nil
 	}
-	if err := t.flush(); err != nil {
+	if err := t.flushMid(); err != nil {
 		return err
 	}
 	if !t.draining && !t.c.live.Load() {
 		return errStopped
 	}
 	return nil
+}
+
+// flushMid writes the batch to make room in the middle of a round. An
+// inline round writes once, at its end: it fails with errInlineFull
+// instead (nothing was written; the goroutine does the round).
+func (t *txState) flushMid() error {
+	if t.inline {
+		return errInlineFull
+	}
+	return t.flush()
 }
 
 // send segments one DDP message into FPDUs. h is the first segment's
@@ -107,8 +143,8 @@ func (t *txState) send(h ddpHeader, sgl []verbs.SGE, payload []byte, total int) 
 	cur := sglCursor{sgl: sgl}
 	for mo, first := 0, true; first || mo < total; first = false {
 		if err := t.makeRoom(); err != nil {
-			if !first {
-				t.broken = true
+			if !first && !errors.Is(err, errInlineFull) {
+				t.broken = true // the message is cut off
 			}
 			return err
 		}
@@ -218,7 +254,7 @@ func (t *txState) sendReadRequest(msn uint32, rr *readRequest) error {
 // the batch that carries it.
 func (t *txState) queueReadRequest(msn uint32, rr *readRequest) error {
 	if t.nrr == len(t.rrq) {
-		if err := t.flush(); err != nil {
+		if err := t.flushMid(); err != nil {
 			return err
 		}
 	}
@@ -239,7 +275,15 @@ func (t *txState) holdMR(m *mr, stag uint32) bool {
 	if slices.Contains(t.held, m) {
 		return !m.dead && m.stag == stag // held: stable
 	}
-	m.use.RLock()
+	if t.inline {
+		// An inline round never waits: a Deregister in progress sends the
+		// round to the goroutine (writeInline).
+		if !m.use.TryRLock() {
+			return false
+		}
+	} else {
+		m.use.RLock()
+	}
 	if m.dead || m.stag != stag {
 		m.use.RUnlock()
 		return false
@@ -307,38 +351,39 @@ func (t *txState) queueWR(e *sqEntry) error {
 }
 
 // writeBatch writes what gather took: the Read Responses, the send-queue
-// entries [from, to) and, if fence, a zero-length Read Request with MSN
-// fenceMSN, all in as few writev calls as the batch limits allow. It
-// returns the end of the run of entries that were handed to TCP in full.
-func (t *txState) writeBatch(from, to uint64, fence bool, fenceMSN uint32) (uint64, error) {
+// entries [r.from, r.to) and, if r.fence, a zero-length Read Request, all
+// in as few writev calls as the batch limits allow. It returns the end of
+// the run of entries that were handed to TCP in full. The regions stay
+// held (t.release) until the caller accounted for the round.
+func (t *txState) writeBatch(r *txRound) (uint64, error) {
 	c := t.c
-	defer t.release()
 	for i := range t.resp[:t.nresp] {
 		t.rnext = i // a failure at a boundary leaves this one unsent
 		if err := t.queueReadResponse(&t.resp[i]); err != nil {
-			return from, err
+			return r.from, err
+		}
+	}
+	t.rnext = t.nresp
+	for seq := r.from; seq < r.to; seq++ {
+		if err := t.queueWR(c.sqAt(seq)); err != nil {
+			if errors.Is(err, errLocalProtection) && !t.inline {
+				// What went before it still goes out.
+				if ferr := t.flush(); ferr != nil {
+					return r.from, ferr
+				}
+				return seq, err
+			}
+			return r.from, err
+		}
+	}
+	if r.fence {
+		if err := t.queueReadRequest(r.fenceMSN, &readRequest{}); err != nil {
+			return r.from, err
 		}
 	}
 	clear(t.resp[:t.nresp])
 	t.nresp, t.rnext = 0, 0
-	for seq := from; seq < to; seq++ {
-		if err := t.queueWR(c.sqAt(seq)); err != nil {
-			if errors.Is(err, errLocalProtection) {
-				// What went before it still goes out.
-				if ferr := t.flush(); ferr != nil {
-					return from, ferr
-				}
-				return seq, err
-			}
-			return from, err
-		}
-	}
-	if fence {
-		if err := t.queueReadRequest(fenceMSN, &readRequest{}); err != nil {
-			return from, err
-		}
-	}
-	return to, t.flush()
+	return r.to, t.flush()
 }
 
 // idle parks tx until a kick (or the end). Caller holds c.mu and has
@@ -350,6 +395,15 @@ func (c *conn) idle() {
 	case <-c.txKick:
 	case <-c.dying:
 	}
+}
+
+// waitInline parks tx while a caller transmits inline; the caller kicks
+// when it lets go with work left or the connection ending. Caller holds
+// c.mu.
+func (c *conn) waitInline() {
+	c.txIdle.Store(true)
+	c.mu.Unlock()
+	<-c.txKick
 }
 
 // txRound is what one gather took from the queues for one writeBatch:
@@ -374,6 +428,17 @@ func (c *conn) txLoop() {
 	c.tx.sendRTR()
 	for {
 		c.mu.Lock()
+		c.txIdle.Store(false) // running: no caller may take over (txinline.go)
+		if c.txBusy {
+			c.waitInline()
+			continue
+		}
+		if c.tx.pending != pendingNone {
+			if !c.finishPending() {
+				return
+			}
+			continue
+		}
 		if c.state != stateLive {
 			c.mu.Unlock()
 			return
@@ -389,6 +454,7 @@ func (c *conn) txLoop() {
 			continue
 		}
 		c.mu.Unlock()
+		c.tx.goRounds.Add(1)
 		if !c.writeRound(&r) {
 			return
 		}
@@ -544,7 +610,15 @@ func (c *conn) planFence(to uint64) (bool, uint32) {
 // writeRound writes what gather took and accounts for it; false if the
 // connection is to end.
 func (c *conn) writeRound(r *txRound) bool {
-	wrote, err := c.tx.writeBatch(r.from, r.to, r.fence, r.fenceMSN)
+	wrote, err := c.tx.writeBatch(r)
+	return c.finishRound(r, wrote, err)
+}
+
+// finishRound accounts for a round whose entries before wrote were handed
+// to TCP and whose writing ended with err; false if the connection is to
+// end.
+func (c *conn) finishRound(r *txRound, wrote uint64, err error) bool {
+	c.tx.release()
 	if wrote > r.from {
 		c.markWritten(r.from, wrote)
 	}

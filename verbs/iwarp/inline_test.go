@@ -1,0 +1,146 @@
+package iwarp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// waitParked waits until c's tx goroutine has parked with nothing to do.
+func waitParked(t *testing.T, c *conn) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.txIdle.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("tx never went idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Run to completion: one message at a time, each waited for, is written
+// by the caller (PostSend) and answered by the peer's receive goroutine
+// (the fence and user Reads' responses), never by a tx goroutine woken
+// for it. Data checked byte for byte.
+func TestInlineNoWakeups(t *testing.T) {
+	cli, srv := pair(t, Config{}, "")
+	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
+	const n, size = 50, 4 << 10
+	remote := srv.mem(t, size, allAccess)
+	local := cli.mem(t, 2*size, allAccess)
+	rbuf := srv.mem(t, size, allAccess)
+	waitParked(t, cc)
+	waitParked(t, sc)
+	goCli, goSrv := cc.tx.goRounds.Load(), sc.tx.goRounds.Load()
+	inCli, inSrv := cc.tx.inlineRounds.Load(), sc.tx.inlineRounds.Load()
+	for i := range n {
+		fill(local.Bytes()[:size], byte(i))
+		w := verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[:size], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr(), RKey: remote.RKey()}
+		if err := cli.conn.PostSend(&w); err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
+		sameBytes(t, remote.Bytes(), local.Bytes()[:size])
+		r := verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMARead, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[size:], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr(), RKey: remote.RKey()}
+		if err := cli.conn.PostSend(&r); err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, wait(t, cli.scq), verbs.OpRDMARead, verbs.StatusSuccess)
+		sameBytes(t, local.Bytes()[size:], remote.Bytes())
+		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: rbuf.Bytes(), LKey: rbuf.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		s := verbs.SendWR{ID: uint64(i), Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: local.Bytes()[:size], LKey: local.LKey()}}}
+		if err := cli.conn.PostSend(&s); err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, wait(t, cli.scq), verbs.OpSend, verbs.StatusSuccess)
+		expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusSuccess)
+		sameBytes(t, rbuf.Bytes(), local.Bytes()[:size])
+	}
+	if d := cc.tx.goRounds.Load() - goCli; d != 0 {
+		t.Errorf("the client's tx goroutine wrote %d rounds for %d messages posted one at a time, want 0", d, 3*n)
+	}
+	if d := sc.tx.goRounds.Load() - goSrv; d != 0 {
+		t.Errorf("the server's tx goroutine wrote %d rounds answering %d Reads, want 0", d, 3*n)
+	}
+	if d := cc.tx.inlineRounds.Load() - inCli; d < 3*n {
+		t.Errorf("%d inline rounds on the client for %d messages", d, 3*n)
+	}
+	if d := sc.tx.inlineRounds.Load() - inSrv; d < 3*n {
+		t.Errorf("%d inline rounds on the server for %d Reads", d, 3*n)
+	}
+}
+
+// An inline write the socket takes only part of is finished by the tx
+// goroutine, PostSend does not wait for the peer: the server's receive
+// goroutine is held (its receive CQ full) while the client posts a Write
+// larger than the socket buffers; PostSend returns, the goroutine writes
+// the rest once the server reads again, the data arrives whole.
+func TestInlinePartialWrite(t *testing.T) {
+	p := New(Config{})
+	cli, srv := newSide(t, p), newSide(t, p)
+	full, err := srv.dev.CreateCQ(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { full.Close() })
+	srv.rcq = full
+	connectSides(t, cli, srv, "")
+	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
+	if err := cc.tc.SetWriteBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.tc.SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	const size = 448 << 10 // one inline round (under batchBytes), far more than the buffers
+	remote := srv.mem(t, size, allAccess)
+	local := cli.mem(t, size, allAccess)
+	rbuf := srv.mem(t, 64, allAccess)
+	fill(local.Bytes(), 0x3c)
+	for i := range 2 {
+		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: rbuf.Bytes()[i*32 : (i+1)*32], LKey: rbuf.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two Sends: the first completion fills the server's receive CQ, the
+	// second one's push waits for room, holding the receive goroutine
+	// (the first is waited for: its fence must be answered).
+	for i := range 2 {
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: local.Bytes()[:8], LKey: local.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			expectStatus(t, wait(t, cli.scq), verbs.OpSend, verbs.StatusSuccess)
+		}
+	}
+	waitParked(t, cc)
+	handoffs := cc.tx.handoffs.Load()
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 9, Op: verbs.OpRDMAWrite, Signal: true,
+		SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
+		RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	// PostSend returned although the server reads nothing.
+	if d := cc.tx.handoffs.Load() - handoffs; d != 1 {
+		t.Fatalf("%d inline rounds handed to the goroutine, want 1 (the socket cannot take %d bytes)", d, size)
+	}
+	for range 2 {
+		expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusSuccess)
+	}
+	expectStatus(t, wait(t, cli.scq), verbs.OpSend, verbs.StatusSuccess) // the second
+	wc := wait(t, cli.scq)
+	expectStatus(t, wc, verbs.OpRDMAWrite, verbs.StatusSuccess)
+	if wc.ID != 9 || wc.ByteLen != size {
+		t.Fatalf("completion %+v, want ID 9 of %d bytes", wc, size)
+	}
+	sameBytes(t, remote.Bytes(), local.Bytes())
+}

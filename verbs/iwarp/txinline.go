@@ -1,0 +1,228 @@
+package iwarp
+
+import (
+	"errors"
+	"unsafe"
+
+	"github.com/rdmagw/rdmagw/verbs"
+	"golang.org/x/sys/unix"
+)
+
+// Transmitting inline (run to completion). Whoever queues work for tx
+// (PostSend; rx queueing a Read Response or freeing an ORQ slot) calls
+// startTx. If the tx goroutine is parked and nobody else is transmitting,
+// the caller takes the transmit side itself, gathers and writes the
+// rounds with non-blocking writes, and lets go: no wake-up, no goroutine
+// hand-off, the bytes leave on the caller's own time slice. What the
+// socket does not take at once, the goroutine finishes (it is kicked and
+// picks the round up from txState.pending), so a caller never waits for
+// the peer: PostSend and rx stay non-blocking.
+//
+// Ownership of txState and of the socket's write side: the tx goroutine
+// while it runs; otherwise the caller that set c.txBusy (under c.mu, only
+// while c.txIdle says the goroutine is parked). The goroutine does not
+// run a round while txBusy is set; the holder looks for work again under
+// c.mu when it lets go and kicks the goroutine if some is left (or the
+// connection is ending), so nothing queued meanwhile is missed.
+
+// maxInlineRounds bounds the rounds one caller transmits before it leaves
+// the rest to the goroutine.
+const maxInlineRounds = 4
+
+var (
+	errInlineFull    = errors.New("iwarp: inline round does not fit one batch")
+	errInlinePartial = errors.New("iwarp: socket took part of an inline batch")
+)
+
+// pendingPhase says what the goroutine must finish of an inline round.
+type pendingPhase uint8
+
+const (
+	pendingNone  pendingPhase = iota
+	pendingBuild              // nothing written: redo the round
+	pendingFlush              // built and partly written: write the rest
+)
+
+// startTx gets the work the caller just queued transmitted. Caller holds
+// c.mu; startTx releases it.
+func (c *conn) startTx() {
+	if c.txBusy {
+		c.mu.Unlock() // the holder looks for work before it lets go
+		return
+	}
+	if c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone {
+		c.mu.Unlock()
+		c.kick()
+		return
+	}
+	c.txBusy = true
+	c.transmitInline()
+	c.txBusy = false
+	more := c.state != stateLive || c.tx.pending != pendingNone || c.txWork()
+	c.mu.Unlock()
+	if more {
+		c.kick()
+	}
+}
+
+// txWork reports whether tx has something it can send now. Caller holds
+// c.mu.
+func (c *conn) txWork() bool {
+	if c.irqHead < c.irqTail {
+		return true
+	}
+	if c.sqSent < c.sqTail && (c.sqAt(c.sqSent).op != verbs.OpRDMARead || !c.orqFull()) {
+		return true
+	}
+	return c.fence && c.covered < c.sqSent && !c.orqFull()
+}
+
+// transmitInline runs rounds for startTx. Caller holds c.mu (released
+// while writing).
+func (c *conn) transmitInline() {
+	for range maxInlineRounds {
+		r, bad := c.gather()
+		if bad != nil || r.empty(&c.tx) {
+			return // a bad entry is the goroutine's to fail
+		}
+		c.mu.Unlock()
+		ok := c.writeInline(&r)
+		c.mu.Lock()
+		if !ok {
+			return
+		}
+	}
+}
+
+// writeInline writes one round without waiting for the socket: true if
+// it went out whole. Otherwise the round is left in t.pending for the
+// goroutine (or the connection failed).
+func (c *conn) writeInline(r *txRound) bool {
+	t := &c.tx
+	t.inlineRounds.Add(1)
+	t.inline = true
+	wrote, err := t.writeBatch(r)
+	t.inline = false
+	switch {
+	case err == nil:
+		return c.finishRound(r, wrote, nil)
+	case t.broken:
+		c.finishRound(r, wrote, err)
+		return false
+	case errors.Is(err, errInlinePartial):
+		t.handoffs.Add(1)
+		t.pending, t.pendingRound = pendingFlush, *r
+	default:
+		// Nothing was written: the goroutine does the round again, with
+		// the flushes (or the local error) it needs.
+		t.abort()
+		t.handoffs.Add(1)
+		t.pending, t.pendingRound = pendingBuild, *r
+	}
+	return false
+}
+
+// finishPending completes what an inline round left: true if the loop
+// goes on. Caller holds c.mu; finishPending releases it.
+func (c *conn) finishPending() bool {
+	t := &c.tx
+	p, r := t.pending, t.pendingRound
+	t.pending = pendingNone
+	live := c.state == stateLive
+	c.mu.Unlock()
+	switch {
+	case p == pendingFlush:
+		// The stream is inside the batch: finish it even when ending.
+		return c.finishRound(&r, r.to, t.flush())
+	case live:
+		return c.writeRound(&r)
+	}
+	return true // ending: the Read Responses stay in t.resp for answerReads
+}
+
+// abort forgets a batch nothing of which was written.
+func (t *txState) abort() {
+	clear(t.iov)
+	t.iov = t.iov[:0]
+	t.nf, t.bytes, t.nrr, t.rnext = 0, 0, 0, 0
+	t.release()
+}
+
+// flushNow writes as much of the batch as the socket takes without
+// waiting: nil if all of it, errInlinePartial if some is left (the batch
+// then holds the rest).
+func (t *txState) flushNow() error {
+	for len(t.iov) > 0 {
+		n, err := t.writevNow()
+		if err != nil {
+			t.broken = true
+			return err
+		}
+		t.consume(n)
+		if n < t.rawTotal {
+			return errInlinePartial
+		}
+	}
+	t.nf, t.bytes, t.nrr = 0, 0, 0
+	return nil
+}
+
+// writevNow is one non-blocking writev of (the first IOV_MAX entries of)
+// the batch.
+func (t *txState) writevNow() (int, error) {
+	t.rawIOV, t.rawTotal = t.rawIOV[:0], 0
+	for _, b := range t.iov {
+		if len(t.rawIOV) == cap(t.rawIOV) {
+			break
+		}
+		if len(b) > 0 {
+			v := unix.Iovec{Base: unsafe.SliceData(b)}
+			v.SetLen(len(b))
+			t.rawIOV = append(t.rawIOV, v)
+			t.rawTotal += len(b)
+		}
+	}
+	if len(t.rawIOV) == 0 {
+		return 0, nil
+	}
+	t.rawN, t.rawErr = 0, nil
+	if err := t.c.rc.Write(t.rawWrite); err != nil {
+		return 0, err
+	}
+	clear(t.rawIOV)
+	return t.rawN, t.rawErr
+}
+
+// writevRaw is the RawConn.Write callback: one writev, never waiting
+// (EAGAIN counts as nothing written).
+func (t *txState) writevRaw(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(t.rawIOV))), uintptr(len(t.rawIOV)))
+		switch e {
+		case 0:
+			t.rawN = int(n)
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+		default:
+			t.rawErr = e
+		}
+		return true
+	}
+}
+
+// consume drops n written bytes from the front of the batch, moving what
+// is left to the front of its storage (flush then writes it as usual).
+func (t *txState) consume(n int) {
+	k := 0
+	for k < len(t.iov) && n >= len(t.iov[k]) {
+		n -= len(t.iov[k])
+		k++
+	}
+	if k < len(t.iov) {
+		t.iov[k] = t.iov[k][n:]
+	}
+	m := copy(t.iov, t.iov[k:])
+	clear(t.iov[m:])
+	t.iov = t.iov[:m]
+}

@@ -2,6 +2,7 @@ package iwarp
 
 import (
 	"errors"
+	"os"
 	"unsafe"
 
 	"github.com/rdmagw/rdmagw/verbs"
@@ -205,7 +206,7 @@ func (t *txState) writevRaw(fd uintptr) bool {
 			continue
 		case unix.EAGAIN:
 		default:
-			t.rawErr = e
+			t.rawErr = os.NewSyscallError("writev", e)
 		}
 		return true
 	}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
+	"unsafe"
 
 	"github.com/rdmagw/rdmagw/verbs"
+	"golang.org/x/sys/unix"
 )
 
 // The receive side: one goroutine per connection reads each FPDU's length
@@ -39,6 +42,12 @@ type rxState struct {
 	cur   recvEntry // receive the current Send is placed into
 	curOn bool
 	rtr   bool
+	// readDirect's readv: the destination and the buffer's first rxAhead
+	// bytes.
+	iov     [2]unix.Iovec
+	rawN    int
+	rawErr  error
+	rawRead func(fd uintptr) bool // readvRaw, bound once
 }
 
 func (x *rxState) init(c *conn) {
@@ -46,22 +55,20 @@ func (x *rxState) init(c *conn) {
 	x.msn = [3]uint32{1, 1, 1}
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
+	x.rawRead = x.readvRaw
 }
 
-// readFull fills p from the buffer and then directly from the socket.
+// readFull fills p from the buffer and then from the socket: a p of
+// rxBufLen or more straight into p (readDirect), a shorter one through the
+// buffer.
 func (x *rxState) readFull(p []byte) error {
 	n := copy(p, x.buf[x.r:x.w])
 	x.r += n
 	p = p[n:]
+	if len(p) >= rxBufLen {
+		return x.readDirect(p)
+	}
 	for len(p) > 0 {
-		if len(p) >= rxBufLen {
-			m, err := x.c.tc.Read(p)
-			p = p[m:]
-			if err != nil && len(p) > 0 {
-				return err
-			}
-			continue
-		}
 		m, err := x.c.tc.Read(x.buf[:])
 		x.w = m
 		k := copy(p, x.buf[:m])
@@ -72,6 +79,60 @@ func (x *rxState) readFull(p []byte) error {
 		}
 	}
 	return nil
+}
+
+// rxAhead is what a direct read takes beyond its destination: the
+// trailer and the next FPDU's header, and a short control FPDU or two,
+// without pulling much of the next payload through the buffer (where it
+// would be copied once more).
+const rxAhead = 512
+
+// readDirect fills p, which the buffer has nothing more for, with readv
+// calls into p and the first rxAhead bytes of the buffer.
+func (x *rxState) readDirect(p []byte) error {
+	x.r, x.w = 0, 0
+	for len(p) > 0 {
+		x.iov[0] = unix.Iovec{Base: unsafe.SliceData(p)}
+		x.iov[0].SetLen(len(p))
+		x.iov[1] = unix.Iovec{Base: &x.buf[0]}
+		x.iov[1].SetLen(rxAhead)
+		x.rawN, x.rawErr = 0, nil
+		if err := x.c.rc.Read(x.rawRead); err != nil {
+			return err
+		}
+		if x.rawErr != nil {
+			return x.rawErr
+		}
+		if x.rawN == 0 {
+			return io.EOF
+		}
+		if x.rawN > len(p) {
+			x.w = x.rawN - len(p)
+			x.rawN = len(p)
+		}
+		p = p[x.rawN:]
+	}
+	clear(x.iov[:])
+	return nil
+}
+
+// readvRaw is readDirect's RawConn.Read callback: false (wait for the
+// socket) on EAGAIN.
+func (x *rxState) readvRaw(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&x.iov[0])), uintptr(len(x.iov)))
+		switch e {
+		case 0:
+			x.rawN = int(n)
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			x.rawErr = os.NewSyscallError("readv", e)
+		}
+		return true
+	}
 }
 
 // place reads n payload bytes into b and runs the CRC over them.

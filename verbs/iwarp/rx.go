@@ -458,6 +458,9 @@ func (x *rxState) placeResponse(o *orqEntry, sgl []verbs.SGE, plen int) error {
 func (c *conn) readDone(o *orqEntry) {
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
+	if o.fence {
+		c.fencesOut--
+	}
 	*o = orqEntry{}
 	c.orqHead++
 	c.startTx() // a Read or fence may have waited for the ORQ slot

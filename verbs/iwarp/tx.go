@@ -593,18 +593,30 @@ func (c *conn) takeSQEntry(seq uint64, e *sqEntry) bool {
 
 // planFence decides whether a zero-length Read goes after the entries
 // < to, proving the placement of everything sent and not yet covered, and
-// takes its ORQ slot and MSN. It waits until the send queue has drained,
-// so a burst of small messages larger than one batch still gets one fence,
-// after its last entry; a burst carrying more than fenceBytes gets one per
-// fenceBytes. Caller holds c.mu.
+// takes its ORQ slot and MSN. Caller holds c.mu.
 func (c *conn) planFence(to uint64) (bool, uint32) {
-	if !c.fence || c.covered >= to || (c.sqSent != c.sqTail && c.uncovered < fenceBytes) || c.orqFull() {
+	if !c.fenceDue(to) {
 		return false, 0
 	}
-	c.pushORQ(orqEntry{cover: to})
+	c.pushORQ(orqEntry{cover: to, fence: true})
+	c.fencesOut++
 	c.covered = to
 	c.uncovered = 0
 	return true, c.nextMSN(qnReadReq)
+}
+
+// fenceDue reports whether the entries < to need a fence now. A fence
+// waits until the send queue has drained, so a burst of small messages
+// larger than one batch still gets one, after its last entry; and while
+// another fence is out, so messages posted one by one share one per round
+// trip (its answer sends the next: rx.readDone) instead of costing the
+// peer a Read Response each. A burst carrying more than fenceBytes gets
+// one per fenceBytes regardless. Caller holds c.mu.
+func (c *conn) fenceDue(to uint64) bool {
+	if !c.fence || c.covered >= to || c.orqFull() {
+		return false
+	}
+	return c.uncovered >= fenceBytes || (c.sqSent == c.sqTail && c.fencesOut == 0)
 }
 
 // writeRound writes what gather took and accounts for it; false if the

@@ -75,7 +75,7 @@ func (c *conn) txWork() bool {
 	if c.sqSent < c.sqTail && (c.sqAt(c.sqSent).op != verbs.OpRDMARead || !c.orqFull()) {
 		return true
 	}
-	return c.fence && c.covered < c.sqSent && !c.orqFull()
+	return c.fenceDue(c.sqSent)
 }
 
 // transmitInline runs rounds for startTx. Caller holds c.mu (released

@@ -86,6 +86,11 @@ func (c *conn) transmitInline() {
 		if bad != nil || r.empty(&c.tx) {
 			return // a bad entry is the goroutine's to fail
 		}
+		if !c.fitsInline(&r) {
+			c.tx.handoffs.Add(1)
+			c.tx.pending, c.tx.pendingRound = pendingBuild, r
+			return
+		}
 		c.mu.Unlock()
 		ok := c.writeInline(&r)
 		c.mu.Lock()
@@ -93,6 +98,28 @@ func (c *conn) transmitInline() {
 			return
 		}
 	}
+}
+
+// fitsInline reports whether round r is one batch's worth: an inline
+// round writes once, at its end, so a larger one goes to the goroutine
+// before anything (a CRC) is computed for it. Caller holds c.mu.
+func (c *conn) fitsInline(r *txRound) bool {
+	t := &c.tx
+	maxPay := c.maxULPDU - ddpUntaggedLen
+	fpdus, bytes := 1, fpduSize(ddpUntaggedLen+readReqLen) // the fence
+	for i := range t.resp[:t.nresp] {
+		fpdus += t.resp[i].n/maxPay + 1
+		bytes += t.resp[i].n + ddpUntaggedLen + 8
+	}
+	for seq := r.from; seq < r.to; seq++ {
+		n := c.sqAt(seq).length
+		if c.sqAt(seq).op == verbs.OpRDMARead {
+			n = readReqLen
+		}
+		fpdus += n/maxPay + 1
+		bytes += n + ddpUntaggedLen + 8
+	}
+	return fpdus <= batchFPDUs && bytes < batchBytes
 }
 
 // writeInline writes one round without waiting for the socket: true if

@@ -42,6 +42,9 @@ type rxState struct {
 	cur   recvEntry // receive the current Send is placed into
 	curOn bool
 	rtr   bool
+	// wantTx: this goroutine queued Read Responses; startTx hands them
+	// over before it next waits.
+	wantTx bool
 	// readDirect's readv: the destination and the buffer's first rxAhead
 	// bytes.
 	iov     [2]unix.Iovec
@@ -69,6 +72,7 @@ func (x *rxState) readFull(p []byte) error {
 		return x.readDirect(p)
 	}
 	for len(p) > 0 {
+		x.startTx()
 		m, err := x.c.tc.Read(x.buf[:])
 		x.w = m
 		k := copy(p, x.buf[:m])
@@ -96,6 +100,7 @@ func (x *rxState) readDirect(p []byte) error {
 		x.iov[0].SetLen(len(p))
 		x.iov[1] = unix.Iovec{Base: &x.buf[0]}
 		x.iov[1].SetLen(rxAhead)
+		x.startTx()
 		x.rawN, x.rawErr = 0, nil
 		if err := x.c.rc.Read(x.rawRead); err != nil {
 			return err
@@ -408,7 +413,7 @@ func (x *rxState) readResponse(plen int) error {
 	if o.got != o.length {
 		return x.terminate(LayerRDMAP, RDMAPRemoteOperation, RDMAPUnspecified, nil, fmt.Sprintf("Read Response of %d bytes for a %d-byte Read", o.got, o.length))
 	}
-	c.readDone(o)
+	x.readDone(o)
 	return nil
 }
 
@@ -455,7 +460,8 @@ func (x *rxState) placeResponse(o *orqEntry, sgl []verbs.SGE, plen int) error {
 
 // readDone retires the oldest outstanding Read, whose response has fully
 // arrived: it and every send-queue entry it covers are complete.
-func (c *conn) readDone(o *orqEntry) {
+func (x *rxState) readDone(o *orqEntry) {
+	c := x.c
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
 	if o.fence {
@@ -463,8 +469,21 @@ func (c *conn) readDone(o *orqEntry) {
 	}
 	*o = orqEntry{}
 	c.orqHead++
-	c.startTx() // a Read or fence may have waited for the ORQ slot
+	x.wantTx = false // the round takes the queued Read Responses too
+	c.startTx()      // a Read or fence may have waited for the ORQ slot
 	c.complete()
+}
+
+// startTx hands tx the Read Responses this goroutine queued, before it
+// waits (for the socket, or for room in a CQ): the answers to all the
+// requests one read brought go out in one round, written inline when the
+// tx goroutine is idle (txinline.go).
+func (x *rxState) startTx() {
+	if x.wantTx {
+		x.wantTx = false
+		x.c.mu.Lock()
+		x.c.startTx()
+	}
 }
 
 // discard reads n payload bytes (CRC included) that go nowhere.
@@ -544,7 +563,8 @@ func (x *rxState) readRequest(plen int) error {
 	}
 	c.irq[c.irqTail%uint64(len(c.irq))] = ie
 	c.irqTail++
-	c.startTx()
+	c.mu.Unlock()
+	x.wantTx = true
 	return nil
 }
 
@@ -640,6 +660,7 @@ func (x *rxState) invalidate(n int) error {
 // queue pair has left RTS, as on an HCA, so nothing posted afterwards can
 // still succeed.
 func (x *rxState) completeRecv(st verbs.Status, n int, inv uint32) {
+	x.startTx() // the push may wait for room
 	wc := verbs.WC{ID: x.cur.id, Op: verbs.OpRecv, Status: st, ByteLen: n, Conn: x.c.self,
 		Invalidated: inv != 0, InvalidatedRKey: inv}
 	x.curOn = false

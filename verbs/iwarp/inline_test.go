@@ -121,12 +121,13 @@ func heldPair(t *testing.T) (cli, srv *side, release func()) {
 }
 
 // An inline write the socket takes only part of is finished by the tx
-// goroutine, PostSend does not wait for the peer: with the server not
-// reading, the client posts a Write larger than the socket buffers;
-// PostSend returns, the goroutine writes the rest once the server reads
-// again, the data arrives whole.
+// goroutine, PostSend does not wait for the peer: the server's receive
+// goroutine is held (the Write's target region locked, as a Deregister
+// would) while the client, quiescent, posts a Write larger than the
+// socket buffers; PostSend returns, the goroutine writes the rest once
+// the server reads again, the data arrives whole.
 func TestInlinePartialWrite(t *testing.T) {
-	cli, srv, release := heldPair(t)
+	cli, srv := pair(t, Config{}, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 	if err := cc.tc.SetWriteBuffer(64 << 10); err != nil {
 		t.Fatal(err)
@@ -140,16 +141,20 @@ func TestInlinePartialWrite(t *testing.T) {
 	fill(local.Bytes(), 0x3c)
 	waitParked(t, cc)
 	handoffs := cc.tx.handoffs.Load()
+	held := remote.(*mr)
+	held.use.Lock()
 	if err := cli.conn.PostSend(&verbs.SendWR{ID: 9, Op: verbs.OpRDMAWrite, Signal: true,
 		SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+		held.use.Unlock()
 		t.Fatal(err)
 	}
 	// PostSend returned although the server reads nothing.
-	if d := cc.tx.handoffs.Load() - handoffs; d != 1 {
+	d := cc.tx.handoffs.Load() - handoffs
+	held.use.Unlock()
+	if d != 1 {
 		t.Fatalf("%d inline rounds handed to the goroutine, want 1 (the socket cannot take %d bytes)", d, size)
 	}
-	release()
 	wc := wait(t, cli.scq)
 	expectStatus(t, wc, verbs.OpRDMAWrite, verbs.StatusSuccess)
 	if wc.ID != 9 || wc.ByteLen != size {

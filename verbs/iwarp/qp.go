@@ -261,7 +261,7 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 		}
 		c.sqTail++
 	}
-	c.startTx()
+	c.startTx(true)
 	return nil
 }
 

@@ -470,7 +470,7 @@ func (x *rxState) readDone(o *orqEntry) {
 	*o = orqEntry{}
 	c.orqHead++
 	x.wantTx = false // the round takes the queued Read Responses too
-	c.startTx()      // a Read or fence may have waited for the ORQ slot
+	c.startTx(false) // a Read or fence may have waited for the ORQ slot
 	c.complete()
 }
 
@@ -482,7 +482,7 @@ func (x *rxState) startTx() {
 	if x.wantTx {
 		x.wantTx = false
 		x.c.mu.Lock()
-		x.c.startTx()
+		x.c.startTx(false)
 	}
 }
 

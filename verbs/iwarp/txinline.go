@@ -45,13 +45,20 @@ const (
 )
 
 // startTx gets the work the caller just queued transmitted. Caller holds
-// c.mu; startTx releases it.
-func (c *conn) startTx() {
+// c.mu; startTx releases it. post says the caller is PostSend: it writes
+// inline only on a quiescent connection (no Read or fence awaiting its
+// answer): one message at a time, the latency case, costs no wake-up,
+// while a pipeline keeps its batching (the goroutine, woken once, sends
+// everything posted meanwhile in one writev behind one fence, and the peer
+// reads it in as few calls). rx (answering Reads, after a burst) always
+// may.
+func (c *conn) startTx(post bool) {
 	if c.txBusy {
 		c.mu.Unlock() // the holder looks for work before it lets go
 		return
 	}
-	if c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone {
+	if c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone ||
+		(post && c.orqHead != c.orqTail) {
 		c.mu.Unlock()
 		c.kick()
 		return

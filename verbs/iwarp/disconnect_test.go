@@ -12,9 +12,14 @@ import (
 // it is idle, clearing txIdle makes kick (rx queueing a Read Request) not
 // wake it; only dying does.
 func freezeTx(t *testing.T, c *conn) {
+	untilTx(t, func() bool { return c.txIdle.CompareAndSwap(true, false) })
+}
+
+// untilTx polls idle until it reports c's tx goroutine parked.
+func untilTx(t *testing.T, idle func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for !c.txIdle.CompareAndSwap(true, false) {
+	for !idle() {
 		if time.Now().After(deadline) {
 			t.Fatal("tx never went idle")
 		}

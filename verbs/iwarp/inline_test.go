@@ -2,22 +2,12 @@ package iwarp
 
 import (
 	"testing"
-	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
 )
 
 // waitParked waits until c's tx goroutine has parked with nothing to do.
-func waitParked(t *testing.T, c *conn) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.txIdle.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("tx never went idle")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+func waitParked(t *testing.T, c *conn) { untilTx(t, c.txIdle.Load) }
 
 // Run to completion: one message at a time, each waited for, is written
 // by the caller (PostSend) and answered by the peer's receive goroutine

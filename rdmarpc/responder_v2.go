@@ -65,12 +65,11 @@ type v2Responder struct {
 	vers atomic.Uint32
 	// link is the state both engines keep (v2_propx.go): the property
 	// exchange and the Sent and Received message counts and the peer's
-	// last rdma_credit; granted is the last rdma_credit we wrote. Replies
+	// last rdma_credit and the last one we wrote. Replies
 	// are built on handler goroutines, so mu guards them.
-	mu      sync.Mutex
-	link    v2Link
-	granted uint32
-	credit  broadcast // the peer's credit changed
+	mu     sync.Mutex
+	link   v2Link
+	credit broadcast // the peer's credit changed
 	// sendMax is the inline threshold for version-two replies: 4096 or
 	// the peer's RFC 8797 receive size, then its Receive Buffer Size.
 	sendMax atomic.Int32
@@ -217,7 +216,6 @@ func (c *ResponderConn) v2Grant() uint32 {
 	adv := c.cfg.Credits - int(c.outstanding.Load())
 	c.v2.mu.Lock()
 	g := c.v2.link.creditFor(adv)
-	c.v2.granted = g
 	c.v2.mu.Unlock()
 	return g
 }
@@ -453,11 +451,11 @@ func (c *ResponderConn) dropCont() {
 // credit we last granted and a fresh grant gives it more. Serve
 // goroutine.
 func (c *ResponderConn) maybeGrant() {
+	adv := c.cfg.Credits - int(c.outstanding.Load())
 	c.v2.mu.Lock()
-	granted, got := c.v2.granted, c.v2.link.received
+	due := c.v2.link.grantDue(adv)
 	c.v2.mu.Unlock()
-	adv := max(c.cfg.Credits-int(c.outstanding.Load()), 0)
-	if left := int32(granted - got); left > int32(adv/2) || adv == 0 {
+	if !due {
 		return
 	}
 	s := c.takeControlSend(1)
@@ -544,7 +542,6 @@ func (c *ResponderConn) answerProps(r *recvCtxt) {
 	adv := c.cfg.Credits - int(c.outstanding.Load())
 	c.v2.mu.Lock()
 	c.v2.link.buildProps(&h, adv)
-	c.v2.granted = h.Credit
 	lim := c.v2.link.limits()
 	c.v2.mu.Unlock()
 	c.v2.sendMax.Store(int32(min(lim.SendMax, c.sendBufSize)))

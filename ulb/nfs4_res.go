@@ -15,200 +15,208 @@ const (
 // begins with its status. For the two operations with a DDP-eligible
 // result (READ4resok data, READLINK4resok link) it stops right after the
 // item's length word and returns its kind and length; both items end
-// their result.
+// their result. Every other successful result is skipped as nfs4Results
+// says.
 //
 // Most results are void unless status is NFS4_OK; the exceptions are
-// spelled out (LOCK/LOCKT denied, SETCLIENTID in use, GETDEVICEINFO too
-// small, LAYOUTGET try later, COPY no requirements, and SETATTR, whose
-// attrsset follows any status).
+// spelled out in resultsError.
 func resultsHead(r *xr, op, status uint32) (Kind, uint32) {
-	if status != nfs4OK {
+	switch {
+	case status != nfs4OK:
 		resultsError(r, op, status)
-		return KindNone, 0
-	}
-	switch op {
-	case opDelegPurge, opDelegReturn, opLockT, opLookup, opLookupP,
-		opNVerify, opOpenAttr, opPutFH, opPutPubFH, opPutRootFH,
-		opRenew, opRestoreFH, opSaveFH, opSetClientIDConfirm, opVerify,
-		opReleaseLockOwner, opIllegal, opBackchannelCtl,
-		opDestroySession, opFreeStateID, opDestroyClientID,
-		opReclaimComplete, opAllocate, opDeallocate, opLayoutError,
-		opLayoutStats, opOffloadCancel, opClone:
-		// status only
-
-	case opClose, opLock, opLockU, opOpenConfirm, opOpenDowngrade: // stateid4
-		r.Skip(stateidSize)
-
-	case opAccess: // uint32_t supported; uint32_t access
-		r.Skip(8)
-
-	case opCommit: // verifier4 writeverf
-		r.Skip(verifierSize)
-
-	case opLink, opRemove, // change_info4 cinfo
-		opSetXattr, opRemoveXattr:
-		r.Skip(changeInfoSize)
-
-	case opRename: // change_info4 source_cinfo; change_info4 target_cinfo
-		r.Skip(2 * changeInfoSize)
-
-	case opCreate: // change_info4 cinfo; bitmap4 attrset
-		r.Skip(changeInfoSize)
-		r.bitmap()
-
-	case opGetattr: // fattr4 obj_attributes
-		r.fattr()
-
-	case opGetFH: // nfs_fh4 object
-		r.fh()
-
-	case opSetattr: // bitmap4 attrsset (after any status: see resultsError)
-		r.bitmap()
-
-	case opWrite: // count4 count; stable_how4 committed; verifier4 writeverf
-		r.Skip(8 + verifierSize)
-
-	case opRead: // bool eof; opaque data<>   <- DDP-eligible
+	case op == opRead: // bool eof; opaque data<>   <- DDP-eligible
 		r.Skip(4)
 		return KindReadData, r.Uint32()
-
-	case opReadlink: // linktext4 link          <- DDP-eligible
+	case op == opReadlink: // linktext4 link          <- DDP-eligible
 		return KindReadlinkPath, r.Uint32()
-
-	case opReaddir:
-		readdirResults(r)
-
-	case opOpen:
-		// stateid4 stateid; change_info4 cinfo; uint32_t rflags;
-		// bitmap4 attrset; open_delegation4 delegation
-		r.Skip(stateidSize + changeInfoSize + 4)
-		r.bitmap()
-		r.openDelegation()
-
-	case opSecinfo, opSecinfoNoName: // secinfo4 SECINFO4resok<>
-		r.secinfos()
-
-	case opSetClientID: // clientid4 clientid; verifier4 setclientid_confirm
-		r.Skip(8 + verifierSize)
-
-	case opBindConnToSession:
-		// sessionid4; channel_dir_from_server4; bool use_conn_in_rdma_mode
-		r.Skip(sessionIDSize + 8)
-
-	case opExchangeID:
-		exchangeIDResults(r)
-
-	case opCreateSession:
-		// sessionid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back
-		r.Skip(sessionIDSize + 8)
-		r.channelAttrs()
-		r.channelAttrs()
-
-	case opGetDirDelegation:
-		// union GET_DIR_DELEGATION4res_non_fatal switch (gddrnf4_status) {
-		// case GDD4_OK: GET_DIR_DELEGATION4resok;
-		//         (verifier4; stateid4; bitmap4 notification;
-		//          bitmap4 child_attributes; bitmap4 dir_attributes)
-		// case GDD4_UNAVAIL: bool will_signal_deleg_avail; };
-		switch s := r.Uint32(); s {
-		case 0:
-			r.Skip(verifierSize + stateidSize)
-			r.bitmap()
-			r.bitmap()
-			r.bitmap()
-		case 1:
-			r.Skip(4)
-		default:
-			r.bad("GET_DIR_DELEGATION4res_non_fatal", s)
-		}
-
-	case opGetDeviceInfo: // device_addr4 gdir_device_addr; bitmap4 notification
-		r.typedBody()
-		r.bitmap()
-
-	case opGetDeviceList:
-		// nfs_cookie4; verifier4; deviceid4 gdlr_deviceid_list<>; bool eof
-		r.Skip(8 + verifierSize)
-		n := r.ArrayLen(-1, deviceIDSize)
-		r.Skip(n*deviceIDSize + 4)
-
-	case opLayoutCommit: // newsize4 (bool ns_sizechanged; TRUE: length4)
-		if r.Bool() {
-			r.Skip(8)
-		}
-
-	case opLayoutGet:
-		// bool return_on_close; stateid4; layout4 logr_layout<>:
-		// struct layout4 { offset4; length4; layoutiomode4;
-		//                  layout_content4 lo_content; };
-		r.Skip(4 + stateidSize)
-		n := r.ArrayLen(-1, 20+8)
-		for i := 0; i < n && r.OK(); i++ {
-			r.Skip(20)
-			r.typedBody()
-		}
-
-	case opLayoutReturn: // layoutreturn_stateid (bool; TRUE: stateid4)
-		if r.Bool() {
-			r.Skip(stateidSize)
-		}
-
-	case opSequence:
-		// sessionid4; sequenceid4; slotid4; slotid4 highest;
-		// slotid4 target_highest; uint32_t status_flags
-		r.Skip(sessionIDSize + 20)
-
-	case opSetSSV: // opaque ssr_digest<>
-		r.Opaque(-1)
-
-	case opTestStateID: // nfsstat4 tsr_status_codes<>
-		n := r.ArrayLen(-1, 4)
-		r.Skip(4 * n)
-
-	case opWantDelegation: // open_delegation4
-		r.openDelegation()
-
-	case opCopy: // write_response4 cr_response; copy_requirements4 (2 x bool)
-		r.writeResponse()
-		r.Skip(8)
-
-	case opCopyNotify:
-		// nfstime4 lease_time; stateid4; netloc4 cnr_source_server<>
-		r.Skip(nfstimeSize + stateidSize)
-		r.netlocs()
-
-	case opOffloadStatus: // length4 osr_count; nfsstat4 osr_complete<1>
-		r.Skip(8)
-		n := r.ArrayLen(1, 4)
-		r.Skip(4 * n)
-
-	case opIOAdvise: // bitmap4 ior_hints
-		r.bitmap()
-
-	case opReadPlus:
-		readPlusResults(r)
-
-	case opSeek: // bool sr_eof; offset4 sr_offset
-		r.Skip(12)
-
-	case opWriteSame: // write_response4
-		r.writeResponse()
-
-	case opGetXattr: // xattrvalue4 gxr_value (opaque<>)
-		r.Opaque(-1)
-
-	case opListXattrs: // nfs_cookie4; xattrkey4 lxr_names<>; bool lxr_eof
-		r.Skip(8)
-		n := r.ArrayLen(-1, 4)
-		for i := 0; i < n && r.OK(); i++ {
-			r.utf8()
-		}
-		r.Skip(4)
-
-	default:
+	case !nfs4Results.skip(r, op):
 		r.Fail(&unknownOp{op: op, offset: r.Offset() - 8})
 	}
 	return KindNone, 0
+}
+
+// nfs4Results is the layout of every NFSv4 operation's NFS4_OK results
+// but READ and READLINK (resultsHead), after the status. Operations not
+// listed have the status only: DELEGPURGE, DELEGRETURN, LOCKT, LOOKUP,
+// LOOKUPP, NVERIFY, OPENATTR, PUTFH, PUTPUBFH, PUTROOTFH, RENEW,
+// RESTOREFH, SAVEFH, SETCLIENTID_CONFIRM, VERIFY, RELEASE_LOCKOWNER,
+// BACKCHANNEL_CTL, DESTROY_SESSION, FREE_STATEID, DESTROY_CLIENTID,
+// RECLAIM_COMPLETE, ALLOCATE, DEALLOCATE, LAYOUTERROR, LAYOUTSTATS,
+// OFFLOAD_CANCEL, CLONE.
+var nfs4Results = opTable{
+	opClose:         {fixed: stateidSize}, // stateid4
+	opLock:          {fixed: stateidSize}, // stateid4
+	opLockU:         {fixed: stateidSize}, // stateid4
+	opOpenConfirm:   {fixed: stateidSize}, // stateid4
+	opOpenDowngrade: {fixed: stateidSize}, // stateid4
+
+	opAccess:      {fixed: 8},                  // uint32_t supported; uint32_t access
+	opCommit:      {fixed: verifierSize},       // verifier4 writeverf
+	opLink:        {fixed: changeInfoSize},     // change_info4 cinfo
+	opRemove:      {fixed: changeInfoSize},     // change_info4 cinfo
+	opSetXattr:    {fixed: changeInfoSize},     // change_info4 cinfo
+	opRemoveXattr: {fixed: changeInfoSize},     // change_info4 cinfo
+	opRename:      {fixed: 2 * changeInfoSize}, // change_info4 source_cinfo, target_cinfo
+	// count4 count; stable_how4 committed; verifier4 writeverf
+	opWrite: {fixed: 8 + verifierSize},
+	// clientid4 clientid; verifier4 setclientid_confirm
+	opSetClientID: {fixed: 8 + verifierSize},
+	// sessionid4; channel_dir_from_server4; bool use_conn_in_rdma_mode
+	opBindConnToSession: {fixed: sessionIDSize + 8},
+	// sessionid4; sequenceid4; slotid4; slotid4 highest;
+	// slotid4 target_highest; uint32_t status_flags
+	opSequence: {fixed: sessionIDSize + 20},
+	opSeek:     {fixed: 12}, // bool sr_eof; offset4 sr_offset
+
+	// change_info4 cinfo; bitmap4 attrset
+	opCreate:  {fixed: changeInfoSize, rest: bitmapStep},
+	opGetattr: {rest: fattrStep},  // fattr4 obj_attributes
+	opGetFH:   {rest: fhStep},     // nfs_fh4 object
+	opSetattr: {rest: bitmapStep}, // bitmap4 attrsset (after any status: see resultsError)
+	opReaddir: {rest: readdirResults},
+	// stateid4 stateid; change_info4 cinfo; uint32_t rflags; then openResults
+	opOpen:          {fixed: stateidSize + changeInfoSize + 4, rest: openResults},
+	opSecinfo:       {rest: secinfosStep}, // secinfo4 SECINFO4resok<>
+	opSecinfoNoName: {rest: secinfosStep},
+	opExchangeID:    {rest: exchangeIDResults},
+	// sessionid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back
+	opCreateSession:    {fixed: sessionIDSize + 8, rest: channelAttrsPair},
+	opGetDirDelegation: {rest: getDirDelegationResults},
+	opGetDeviceInfo:    {rest: getDeviceInfoResults},
+	// nfs_cookie4; verifier4; then deviceIDList
+	opGetDeviceList: {fixed: 8 + verifierSize, rest: deviceIDList},
+	opLayoutCommit:  {rest: layoutCommitResults},
+	// bool return_on_close; stateid4; then layouts
+	opLayoutGet:      {fixed: 4 + stateidSize, rest: layouts},
+	opLayoutReturn:   {rest: layoutReturnResults},
+	opSetSSV:         {rest: anyOpaqueStep}, // opaque ssr_digest<>
+	opTestStateID:    {rest: statusList},
+	opWantDelegation: {rest: openDelegationStep}, // open_delegation4
+	opCopy:           {rest: copyResults},
+	// nfstime4 lease_time; stateid4; netloc4 cnr_source_server<>
+	opCopyNotify: {fixed: nfstimeSize + stateidSize, rest: netlocsStep},
+	// length4 osr_count; nfsstat4 osr_complete<1>
+	opOffloadStatus: {fixed: 8, rest: offloadComplete},
+	opIOAdvise:      {rest: bitmapStep}, // bitmap4 ior_hints
+	opReadPlus:      {rest: readPlusResults},
+	opWriteSame:     {rest: writeResponseStep}, // write_response4
+	opGetXattr:      {rest: anyOpaqueStep},     // xattrvalue4 gxr_value (opaque<>)
+	// nfs_cookie4; then xattrNames
+	opListXattrs: {fixed: 8, rest: xattrNames},
+}
+
+// openResults skips OPEN4resok after its fixed head: bitmap4 attrset;
+// open_delegation4 delegation.
+func openResults(r xr) xr {
+	r.bitmap()
+	r.openDelegation()
+	return r
+}
+
+// channelAttrsPair skips the two channel_attrs4 (fore, back) of
+// CREATE_SESSION4resok.
+func channelAttrsPair(r xr) xr {
+	r.channelAttrs()
+	r.channelAttrs()
+	return r
+}
+
+// getDirDelegationResults skips GET_DIR_DELEGATION4res_non_fatal:
+//
+//	union GET_DIR_DELEGATION4res_non_fatal switch (gddrnf4_status) {
+//	case GDD4_OK: GET_DIR_DELEGATION4resok;
+//	        (verifier4; stateid4; bitmap4 notification;
+//	         bitmap4 child_attributes; bitmap4 dir_attributes)
+//	case GDD4_UNAVAIL: bool will_signal_deleg_avail; };
+func getDirDelegationResults(r xr) xr {
+	switch s := r.Uint32(); s {
+	case 0:
+		r.Skip(verifierSize + stateidSize)
+		r.bitmap()
+		r.bitmap()
+		r.bitmap()
+	case 1:
+		r.Skip(4)
+	default:
+		r.bad("GET_DIR_DELEGATION4res_non_fatal", s)
+	}
+	return r
+}
+
+// getDeviceInfoResults: device_addr4 gdir_device_addr; bitmap4 notification.
+func getDeviceInfoResults(r xr) xr {
+	r.typedBody()
+	r.bitmap()
+	return r
+}
+
+// deviceIDList skips GETDEVICELIST4resok's deviceid4 gdlr_deviceid_list<>
+// and the bool eof after it.
+func deviceIDList(r xr) xr {
+	n := r.ArrayLen(-1, deviceIDSize)
+	r.Skip(n*deviceIDSize + 4)
+	return r
+}
+
+// layoutCommitResults: newsize4 (bool ns_sizechanged; TRUE: length4).
+func layoutCommitResults(r xr) xr {
+	if r.Bool() {
+		r.Skip(8)
+	}
+	return r
+}
+
+// layouts skips LAYOUTGET4resok's layout4 logr_layout<>:
+//
+//	struct layout4 { offset4; length4; layoutiomode4;
+//	                 layout_content4 lo_content; };
+func layouts(r xr) xr {
+	n := r.ArrayLen(-1, 20+8)
+	for i := 0; i < n && r.OK(); i++ {
+		r.Skip(20)
+		r.typedBody()
+	}
+	return r
+}
+
+// layoutReturnResults: layoutreturn_stateid (bool; TRUE: stateid4).
+func layoutReturnResults(r xr) xr {
+	if r.Bool() {
+		r.Skip(stateidSize)
+	}
+	return r
+}
+
+// statusList: TEST_STATEID4resok's nfsstat4 tsr_status_codes<>.
+func statusList(r xr) xr {
+	n := r.ArrayLen(-1, 4)
+	r.Skip(4 * n)
+	return r
+}
+
+// copyResults: write_response4 cr_response; copy_requirements4 (2 x bool).
+func copyResults(r xr) xr {
+	r.writeResponse()
+	r.Skip(8)
+	return r
+}
+
+// offloadComplete: OFFLOAD_STATUS4resok's nfsstat4 osr_complete<1>.
+func offloadComplete(r xr) xr {
+	n := r.ArrayLen(1, 4)
+	r.Skip(4 * n)
+	return r
+}
+
+// xattrNames skips LISTXATTRS4resok after its cookie: xattrkey4
+// lxr_names<>; bool lxr_eof.
+func xattrNames(r xr) xr {
+	n := r.ArrayLen(-1, 4)
+	for i := 0; i < n && r.OK(); i++ {
+		r.utf8()
+	}
+	r.Skip(4)
+	return r
 }
 
 // resultsError skips the results of op that failed with status: void but
@@ -252,7 +260,7 @@ func resultsError(r *xr, op, status uint32) {
 //	struct dirlist4 { entry4 *entries; bool eof; };
 //	struct entry4 { nfs_cookie4 cookie; component4 name; fattr4 attrs;
 //	                entry4 *nextentry; };
-func readdirResults(r *xr) {
+func readdirResults(r xr) xr {
 	r.Skip(verifierSize)
 	for r.Bool() {
 		r.Skip(8)
@@ -260,6 +268,7 @@ func readdirResults(r *xr) {
 		r.fattr()
 	}
 	r.Skip(4)
+	return r
 }
 
 // readPlusResults skips read_plus_res4. Nothing in it is DDP-eligible
@@ -271,7 +280,7 @@ func readdirResults(r *xr) {
 //	case NFS4_CONTENT_HOLE: data_info4 rpc_hole;  (offset4; length4)
 //	default:                void;
 //	};
-func readPlusResults(r *xr) {
+func readPlusResults(r xr) xr {
 	r.Skip(4)
 	n := r.ArrayLen(-1, 4)
 	for i := 0; i < n && r.OK(); i++ {
@@ -283,6 +292,7 @@ func readPlusResults(r *xr) {
 			r.Skip(16)
 		}
 	}
+	return r
 }
 
 // exchangeIDResults skips EXCHANGE_ID4resok:
@@ -299,7 +309,7 @@ func readPlusResults(r *xr) {
 //	        (state_protect_ops4; uint32 hash_alg, encr_alg, ssv_len, window;
 //	         gsshandle4_t spi_handles<>)
 //	};
-func exchangeIDResults(r *xr) {
+func exchangeIDResults(r xr) xr {
 	r.Skip(16)
 	switch h := r.Uint32(); h {
 	case 0:
@@ -316,4 +326,5 @@ func exchangeIDResults(r *xr) {
 	r.Opaque(opaqueLimit)
 	r.Opaque(opaqueLimit)
 	r.implID()
+	return r
 }

@@ -77,6 +77,9 @@ func (r *xr) fattr() {
 // typedef utf8str_cs component4;  (also utf8str_cis, utf8str_mixed)
 func (r *xr) utf8() { r.Opaque(-1) }
 
+// opaque <>, of any length (xattrvalue4, adb_pattern, ...)
+func (r *xr) anyOpaque() { r.Opaque(-1) }
+
 // typedef opaque nfs_fh4<NFS4_FHSIZE>;
 func (r *xr) fh() { r.Opaque(fhMax) }
 

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +105,7 @@ func waitExit(t *testing.T, rc chan int, logs *syncBuffer) {
 // how many clients; SIGTERM sends STOPPING=1.
 func TestServeNotifyWatchdog(t *testing.T) {
 	got := fakeSystemd(t)
+	ev := watchEvents(t)
 	t.Setenv("WATCHDOG_USEC", "200000")
 	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
 	var stalled atomic.Bool
@@ -163,8 +166,8 @@ log: {format: json}
 			t.Fatal("watchdog fed while the liveness probe was stalled")
 		}
 	}
-	if !strings.Contains(logs.String(), "liveness probe failed") {
-		t.Error("stalled probe not logged")
+	if e := ev.wait(t, evLivenessFailed); e.err == nil {
+		t.Error("liveness failure without its error")
 	}
 	stalled.Store(false)
 	close(release)
@@ -197,8 +200,9 @@ admin: {socket: %s}
 log: {format: json}
 %s`, port, bhost, bport, sock, extra)
 	}
+	ev := watchEvents(t)
 	path, logs, rc := startServe(t, config(`metrics: {listen: "127.0.0.1:`+strconv.Itoa(mport)+`"}`))
-	waitLog(t, logs, `"@message":"ready"`)
+	ev.wait(t, evReady)
 
 	ctx := nfstest.Ctx(t)
 	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -218,21 +222,22 @@ log: {format: json}
 	os.WriteFile(path, []byte(config(`metrics: {listen: "127.0.0.1:1", sessions: true}
 rdma: {inline_send: 2KiB}`)), 0o644)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	waitLog(t, logs, `"@message":"configuration reloaded"`)
+	reload := ev.wait(t, evReloaded).reload
 	if code := httpStatus(t, metricsURL+gateway.SessionsPath); code != http.StatusOK {
 		t.Fatalf("/debug/sessions answered %d after turning metrics.sessions on", code)
 	}
-	if !strings.Contains(logs.String(), `"fields":["metrics.listen"]`) {
-		t.Errorf("restart-only field not reported:\n%s", grepLines(logs.String(), "reload"))
+	if !slices.Contains(reload.NeedRestart, "metrics.listen") || !slices.Contains(reload.Applied, "metrics.sessions") ||
+		!slices.Contains(reload.NewConnections, "rdma.inline_send") {
+		t.Errorf("reload result %+v: want metrics.sessions applied, rdma.inline_send for new connections, metrics.listen at restart", reload)
 	}
 	nfstest.V3RoundTrip(t, ctx, c, root, "after-reload", 300<<10, nfsproto.FileSync, "")
 
 	// A bad file: rejected, nothing changes.
 	os.WriteFile(path, []byte(config("rdma: {credits: 0}")), 0o644)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	waitLog(t, logs, `"@message":"configuration reload rejected; running configuration unchanged"`)
-	if !strings.Contains(logs.String(), "config: rdma.credits: must be between 1 and 4096") {
-		t.Errorf("rejection reason not logged:\n%s", grepLines(logs.String(), "reload"))
+	var fe *gateway.FieldError
+	if err := ev.wait(t, evReloadRejected).err; !errors.As(err, &fe) || fe.Field != "rdma.credits" {
+		t.Errorf("reload rejected with %v, want the field rdma.credits", err)
 	}
 	body := httpGet(t, metricsURL+"/metrics")
 	for _, want := range []string{`rdmagw_config_reloads_total{mode="forward",result="applied"} 1`, `rdmagw_config_reloads_total{mode="forward",result="rejected"} 1`} {
@@ -271,12 +276,11 @@ rdma: {inline_send: 2KiB}`)), 0o644)
 	if code := run([]string{"drain", "-s", sock, "-wait", "20s"}, &out, &errb); code != 0 {
 		t.Fatalf("drain: %d %s %s", code, out.String(), errb.String())
 	}
-	waitExit(t, rc, logs)
-	for _, want := range []string{`"@message":"stop requested"`, `"@message":"drained: every call in flight answered"`} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("log lacks %s", want)
-		}
+	ev.wait(t, evStopRequested)
+	if d := ev.wait(t, evDrained).drain; d != (gateway.DrainResult{Clients: 1}) {
+		t.Errorf("drain %+v, want 1 client and every call answered", d)
 	}
+	waitExit(t, rc, logs)
 }
 
 // startMem runs an in-memory NFSv3 server for the test; its address.
@@ -289,15 +293,6 @@ func startMem(t *testing.T) string {
 	}
 	t.Cleanup(func() { mem.Close() })
 	return addr.String()
-}
-
-func waitLog(t *testing.T, logs *syncBuffer, s string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), s); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the log:\n%s", s, logs.String())
-		}
-	}
 }
 
 func httpGet(t *testing.T, url string) string {
@@ -398,6 +393,7 @@ func TestServeSIGTERMAnswersCallsInFlight(t *testing.T) {
 	port := freeLoopbackPort(t)
 	sock := filepath.Join(t.TempDir(), "admin.sock")
 	got := fakeSystemd(t)
+	ev := watchEvents(t)
 	_, logs, rc := startServe(t, fmt.Sprintf(`
 listen: {address: 127.0.0.1, port: %d}
 backend: {address: %s, port: %s}
@@ -450,7 +446,7 @@ log: {format: json}
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	next(t, got, 10*time.Second, "STOPPING=1")
-	waitLog(t, logs, `"@message":"draining: no new clients or calls; waiting for the calls in flight"`)
+	ev.wait(t, evStopRequested)
 	select {
 	case code := <-rc:
 		t.Fatalf("serve exited (%d) with a call in flight", code)
@@ -461,8 +457,8 @@ log: {format: json}
 	if r.err != nil || !bytes.Equal(r.data, data) {
 		t.Fatalf("READ in flight at SIGTERM: %d bytes, %v; want the %d written", len(r.data), r.err, len(data))
 	}
-	waitExit(t, rc, logs)
-	if !strings.Contains(logs.String(), `"@message":"drained: every call in flight answered"`) {
-		t.Errorf("drain end not logged:\n%s", grepLines(logs.String(), "drain"))
+	if d := ev.wait(t, evDrained).drain; d != (gateway.DrainResult{Clients: 1}) {
+		t.Errorf("drain %+v, want 1 client and every call answered", d)
 	}
+	waitExit(t, rc, logs)
 }

@@ -115,12 +115,58 @@ const statusEvery = 5 * time.Second
 // test stalls it to play a wedged gateway.
 var livenessHook func(ctx context.Context)
 
+// event is something the daemon did that an operator reads in its log,
+// as a value: tests wait for these instead of for log wording.
+type event struct {
+	kind   eventKind
+	err    error                // evLivenessFailed, evReloadRejected
+	reload gateway.ReloadResult // evReloaded
+	drain  gateway.DrainResult  // evDrained
+}
+
+type eventKind int
+
+const (
+	evReady          eventKind = iota + 1 // every listener up, READY=1 sent
+	evLivenessFailed                      // a liveness probe failed: the watchdog was not fed
+	evReloaded                            // the file was reloaded and applied (event.reload)
+	evReloadRejected                      // the file did not load or apply; nothing changed (event.err)
+	evStopRequested                       // a stop signal or `rdmagw drain`: the drain begins
+	evDrained                             // the drain ended (event.drain)
+)
+
+// eventHook, when set (tests), is given every event as it happens.
+var eventHook func(event)
+
+func (d *daemon) emit(e event) {
+	if eventHook != nil {
+		eventHook(e)
+	}
+}
+
 func (d *daemon) run(cfg *gateway.Config) int {
 	ctx, stopServe := context.WithCancel(context.Background())
 	defer stopServe()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- d.gw.Serve(ctx) }()
 
+	admin, ok := d.start(cfg, stopServe, serveDone)
+	if !ok {
+		return 1
+	}
+	if admin != nil {
+		defer admin.close()
+	}
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	d.ready(bg)
+	return d.loop(serveDone, stopBG)
+}
+
+// start brings up the admin socket and waits until every listener of the
+// gateway is up. If something cannot start it logs why, closes the
+// gateway and reports false.
+func (d *daemon) start(cfg *gateway.Config, stopServe context.CancelFunc, serveDone <-chan error) (*adminServer, bool) {
 	var admin *adminServer
 	if cfg.Admin.Socket != "" {
 		var err error
@@ -129,77 +175,95 @@ func (d *daemon) run(cfg *gateway.Config) int {
 			stopServe()
 			<-serveDone
 			d.closeGateway()
-			return 1
+			return nil, false
 		}
-		defer admin.close()
 	}
 	select {
 	case <-d.gw.Ready():
+		return admin, true
 	case err := <-serveDone: // a listener could not be bound
 		d.log.Error("cannot start", "error", err)
 		d.sd.Status("cannot start: " + errText(err))
 		d.closeGateway()
-		return 1
+		if admin != nil {
+			admin.close()
+		}
+		return nil, false
 	}
-	// Every listener (clients, metrics, relay, admin socket) is up.
+}
+
+// ready tells systemd every listener (clients, metrics, relay, admin
+// socket) is up, and feeds its watchdog and status line until bg ends.
+func (d *daemon) ready(bg context.Context) {
 	d.notify(d.sd.Ready())
 	d.notify(d.sd.Status(d.gw.Status()))
 	wd := sdnotify.WatchdogInterval()
 	d.log.Info("ready", "watchdog", wd)
-	bg, stopBG := context.WithCancel(ctx)
-	defer stopBG()
 	if d.sd != nil {
 		go sdnotify.RunWatchdog(bg, d.sd, wd, d.probe, func(err error) {
 			d.log.Error("liveness probe failed; systemd watchdog not fed", "error", err)
+			d.emit(event{kind: evLivenessFailed, err: err})
 		})
 		go d.statusLoop(bg)
 	}
+	d.emit(event{kind: evReady})
+}
 
-	var drainDone chan gateway.DrainResult
+// loop serves signals and drain requests until the gateway's Serve
+// returns; its result is serve's exit code.
+func (d *daemon) loop(serveDone <-chan error, stopBG context.CancelFunc) int {
+	var drainDone chan gateway.DrainResult // not nil once draining
 	var stopDrain context.CancelFunc = func() {}
 	defer func() { stopDrain() }()
 	for {
 		select {
 		case sig := <-d.sigs:
-			if sig == syscall.SIGHUP {
+			switch {
+			case sig == syscall.SIGHUP:
 				d.reload()
-				continue
-			}
-			if drainDone != nil {
+			case drainDone != nil:
 				d.log.Warn("second stop signal during the drain: disconnecting now", "signal", sig.String())
 				stopDrain()
-				continue
+			default:
+				d.log.Info("stop requested", "signal", sig.String())
+				drainDone, stopDrain = d.drain()
 			}
-			d.log.Info("stop requested", "signal", sig.String())
-			drainDone, stopDrain = d.drain()
 		case <-d.drainReq:
 			if drainDone == nil {
 				d.log.Info("stop requested", "by", "admin socket")
 				drainDone, stopDrain = d.drain()
 			}
-		case <-drainDone:
+		case res := <-drainDone:
+			d.emit(event{kind: evDrained, drain: res})
 			drainDone = make(chan gateway.DrainResult) // done; Serve returns next
 		case serveErr := <-serveDone:
 			stopBG()
-			if drainDone == nil { // Serve ended by itself
-				d.notify(d.sd.Stopping())
-			}
-			if err := d.closeGateway(); err != nil {
-				d.log.Warn("shutdown", "error", err)
-			}
-			if serveErr != nil {
-				d.log.Error("stopped", "error", serveErr)
-				return 1
-			}
-			d.log.Info("stopped")
-			return 0
+			return d.stopped(serveErr, drainDone != nil)
 		}
 	}
+}
+
+// stopped closes the gateway once Serve has returned serveErr; the exit
+// code.
+func (d *daemon) stopped(serveErr error, drained bool) int {
+	if !drained { // Serve ended by itself
+		d.notify(d.sd.Stopping())
+	}
+	if err := d.closeGateway(); err != nil {
+		d.log.Warn("shutdown", "error", err)
+	}
+	if serveErr != nil {
+		d.log.Error("stopped", "error", serveErr)
+		return 1
+	}
+	d.log.Info("stopped")
+	return 0
 }
 
 // drain tells systemd the service is stopping and drains the gateway in
 // the background, bounded by shutdown.drain_timeout (as last reloaded).
 func (d *daemon) drain() (chan gateway.DrainResult, context.CancelFunc) {
+	d.emit(event{kind: evStopRequested})
 	d.notify(d.sd.Stopping())
 	timeout := d.gw.Config().Shutdown.DrainTimeout
 	d.notify(d.sd.Status(fmt.Sprintf("draining (up to %v): %s", timeout, d.gw.Status())))
@@ -215,10 +279,16 @@ func (d *daemon) reload() {
 	d.log.Info("reloading configuration", "config", d.path)
 	d.notify(d.sd.Reloading())
 	next, err := gateway.LoadConfig(d.path)
+	var res gateway.ReloadResult
 	if err != nil {
 		d.gw.Metrics().ReloadRejected(d.log, err)
 	} else {
-		d.gw.Reconfigure(next) //nolint:errcheck // logged and counted by Reconfigure
+		res, err = d.gw.Reconfigure(next) // logged and counted by Reconfigure
+	}
+	if err != nil {
+		d.emit(event{kind: evReloadRejected, err: err})
+	} else {
+		d.emit(event{kind: evReloaded, reload: res})
 	}
 	d.notify(d.sd.Ready())
 	d.notify(d.sd.Status(d.gw.Status()))

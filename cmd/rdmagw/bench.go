@@ -49,18 +49,50 @@ type benchOptions struct {
 	profileDepth   int    // at this many in flight
 }
 
+// benchFlagText holds the flags that parseBenchFlags converts after
+// parsing.
+type benchFlagText struct {
+	ops, size, concurrency *string
+}
+
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	o := &benchOptions{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	text := o.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rdmagw bench -gateway host:port -backend host:port [flags]")
+		fmt.Fprintln(stderr, "       rdmagw bench -spawn-gateway -relay haproxy -backend host:port [flags]")
+		fmt.Fprintln(stderr, "       rdmagw bench -embedded [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.convert(text); err != nil {
+		return nil, err
+	}
+	if err := o.checkPaths(); err != nil {
+		return nil, err
+	}
+	if err := o.checkExtras(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// flags defines the bench's flags on fs, into o but for the ones that
+// need converting.
+func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.gateway, "gateway", "", "RPC-over-RDMA address of a running rdmagw (host:port) in front of -backend")
 	fs.StringVar(&o.backend, "backend", "", "the NFS server behind the gateway, over TCP (host:port), benchmarked directly too")
 	fs.IntVar(&o.mountPort, "mountport", 0, "the backend's MOUNT port for NFSv3 (default: the -backend port)")
 	fs.StringVar(&o.export, "export", "/", "the export (NFSv3 mount path; NFSv4.1 path of the directory)")
 	fs.StringVar(&o.vers, "vers", "3", "NFS version: 3 or 4.1")
-	ops := fs.String("ops", defaultBenchOps, "workloads: read-SIZE, write-SIZE (SIZE up to 1m), getattr")
-	size := fs.String("size", "64MiB", "size of the benchmark file (reads and writes land at random aligned offsets in it)")
-	conc := fs.String("concurrency", "8", "operations in flight per workload; a list (1,8) runs every workload at each")
+	var text benchFlagText
+	text.ops = fs.String("ops", defaultBenchOps, "workloads: read-SIZE, write-SIZE (SIZE up to 1m), getattr")
+	text.size = fs.String("size", "64MiB", "size of the benchmark file (reads and writes land at random aligned offsets in it)")
+	text.concurrency = fs.String("concurrency", "8", "operations in flight per workload; a list (1,8) runs every workload at each")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each workload runs on each path")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
 	fs.BoolVar(&o.embedded, "embedded", false, "start the in-memory NFSv3 server and a gateway in-process (ignores -gateway/-backend)")
@@ -74,25 +106,22 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
 	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
 	fs.IntVar(&o.profileDepth, "profile-concurrency", 0, "the in-flight level -cpuprofile covers (default: the highest)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rdmagw bench -gateway host:port -backend host:port [flags]")
-		fmt.Fprintln(stderr, "       rdmagw bench -spawn-gateway -relay haproxy -backend host:port [flags]")
-		fmt.Fprintln(stderr, "       rdmagw bench -embedded [flags]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	return text
+}
+
+// convert reads the flags that are lists or sizes, and fills in the
+// profile defaults that depend on them.
+func (o *benchOptions) convert(text benchFlagText) error {
 	var err error
-	if o.ops, err = parseBenchOps(*ops); err != nil {
-		return nil, fmt.Errorf("-ops: %w", err)
+	if o.ops, err = parseBenchOps(*text.ops); err != nil {
+		return fmt.Errorf("-ops: %w", err)
 	}
-	if o.concurrency, err = parseConcurrency(*conc); err != nil {
-		return nil, fmt.Errorf("-concurrency: %w", err)
+	if o.concurrency, err = parseConcurrency(*text.concurrency); err != nil {
+		return fmt.Errorf("-concurrency: %w", err)
 	}
-	s, err := gateway.ParseByteSize(*size)
+	s, err := gateway.ParseByteSize(*text.size)
 	if err != nil || s < 1<<20 {
-		return nil, fmt.Errorf("-size %q: want at least 1MiB", *size)
+		return fmt.Errorf("-size %q: want at least 1MiB", *text.size)
 	}
 	o.size = int64(s)
 	if o.profileOp == "" {
@@ -101,35 +130,48 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	if o.profileDepth == 0 {
 		o.profileDepth = slices.Max(o.concurrency)
 	}
+	return nil
+}
+
+// checkPaths checks the flags that say what is measured: the version,
+// the duration and where the gateway and the backend come from.
+func (o *benchOptions) checkPaths() error {
 	switch {
 	case o.vers != "3" && o.vers != "4.1":
-		return nil, fmt.Errorf("-vers %q: want 3 or 4.1", o.vers)
+		return fmt.Errorf("-vers %q: want 3 or 4.1", o.vers)
 	case o.duration <= 0:
-		return nil, errors.New("-duration must be positive")
+		return errors.New("-duration must be positive")
 	case o.embedded && o.vers != "3":
-		return nil, errors.New("-embedded serves NFSv3 only (use -vers 3)")
+		return errors.New("-embedded serves NFSv3 only (use -vers 3)")
 	case o.embedded && (o.spawnGateway || o.relay != ""):
-		return nil, errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
+		return errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
 	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
-		return nil, errors.New("-spawn-gateway starts the gateway: no -gateway, -gateway-pid or -gateway-metrics")
+		return errors.New("-spawn-gateway starts the gateway: no -gateway, -gateway-pid or -gateway-metrics")
 	case !o.embedded && o.backend == "":
-		return nil, errors.New("name the -backend (and a -gateway in front of it, or -spawn-gateway), or use -embedded")
+		return errors.New("name the -backend (and a -gateway in front of it, or -spawn-gateway), or use -embedded")
 	case !o.embedded && !o.spawnGateway && o.gateway == "":
-		return nil, errors.New("name the -gateway in front of the -backend, or use -spawn-gateway")
-	case o.relay != "" && o.relay != "haproxy":
-		return nil, fmt.Errorf("-relay %q: the one relay known is haproxy", o.relay)
-	case o.relay != "" && !o.direct:
-		return nil, errors.New("-relay is on the direct path: not with -direct=false")
-	case o.burn < 0:
-		return nil, errors.New("-burn must not be negative")
-	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
-		return nil, errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
-	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
-		return nil, fmt.Errorf("-profile-op %q is not one of -ops", o.profileOp)
-	case !slices.Contains(o.concurrency, o.profileDepth):
-		return nil, fmt.Errorf("-profile-concurrency %d is not one of -concurrency", o.profileDepth)
+		return errors.New("name the -gateway in front of the -backend, or use -spawn-gateway")
 	}
-	return o, nil
+	return nil
+}
+
+// checkExtras checks the relay, the CPU burners and the profile.
+func (o *benchOptions) checkExtras() error {
+	switch {
+	case o.relay != "" && o.relay != "haproxy":
+		return fmt.Errorf("-relay %q: the one relay known is haproxy", o.relay)
+	case o.relay != "" && !o.direct:
+		return errors.New("-relay is on the direct path: not with -direct=false")
+	case o.burn < 0:
+		return errors.New("-burn must not be negative")
+	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
+		return errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
+	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
+		return fmt.Errorf("-profile-op %q is not one of -ops", o.profileOp)
+	case !slices.Contains(o.concurrency, o.profileDepth):
+		return fmt.Errorf("-profile-concurrency %d is not one of -concurrency", o.profileDepth)
+	}
+	return nil
 }
 
 // parseConcurrency reads "1,8": in-flight levels, each at least 1.
@@ -209,22 +251,10 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	if err := st.start(o, info, log); err != nil {
 		return nil, nil, err
 	}
-	mountAddr := o.backend
-	if o.mountPort > 0 {
-		mountAddr = withPort(o.backend, o.mountPort)
-	}
 	budget := time.Duration(len(o.ops)*len(o.concurrency)*2)*o.duration + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	fmt.Fprintf(progress, "rdmagw bench: NFSv%s, file %s, %v in flight, %v per workload\n",
-		o.vers, mib(float64(o.size)), o.concurrency, o.duration)
-	fmt.Fprintf(progress, "  gateway: RPC-over-RDMA (iwarp) to %s -> %s\n", info.Gateway, o.backend)
-	if info.Relay != "" {
-		fmt.Fprintf(progress, "  direct: TCP through %s (pid %d) at %s -> %s\n", info.Relay, info.RelayPID, info.Direct, o.backend)
-	}
-	if len(info.Burners) > 0 {
-		fmt.Fprintf(progress, "  %d CPU burner processes beside the run\n", len(info.Burners))
-	}
+	printBenchHeader(progress, o, info)
 
 	paths, err := dialBenchPaths(ctx, o, info)
 	if err != nil {
@@ -235,47 +265,23 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 			p.tr.Close()
 		}
 	}()
+	mountAddr := o.backend
+	if o.mountPort > 0 {
+		mountAddr = withPort(o.backend, o.mountPort)
+	}
 	bf := &benchFile{vers: o.vers, mountAddr: mountAddr, export: o.export,
 		name: "rdmagw-bench-" + strconv.Itoa(os.Getpid()) + ".dat"}
-	// The last path opened creates and fills the file; the others open it.
-	for i := len(paths) - 1; i >= 0; i-- {
-		t, err := openTarget(ctx, paths[i].tr, bf, i == len(paths)-1)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", paths[i].name, err)
-		}
-		paths[i].target = t
-		if i == len(paths)-1 {
-			fmt.Fprintf(progress, "  filling %s (%s)\n", bf.name, mib(float64(o.size)))
-			if err := fillBenchFile(ctx, t, o.size); err != nil {
-				return nil, nil, fmt.Errorf("fill: %w", err)
-			}
-		}
+	if err := openBenchTargets(ctx, paths, bf, o.size, progress); err != nil {
+		return nil, nil, err
 	}
 	for _, op := range o.ops {
 		for _, n := range o.concurrency {
 			for _, p := range paths {
-				run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
-				var prof chan error
-				if o.cpuprofile != "" && p.name == "gateway" && op.name == o.profileOp && n == o.profileDepth {
-					prof = make(chan error, 1)
-					secs := max(1, int(o.duration.Seconds()))
-					go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
-					info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
-				}
-				cpu0 := p.cpu()
-				r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
-				if cpu0 >= 0 && r.Ops > 0 {
-					if cpu1 := p.cpu(); cpu1 >= cpu0 {
-						r.CPUProcess = p.proc
-						r.CPUMicrosPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
-					}
+				r, err := measure(ctx, o, st, info, p, op, n, progress)
+				if err != nil {
+					return nil, nil, err
 				}
 				results = append(results, r)
-				if prof != nil {
-					if err := <-prof; err != nil {
-						return nil, nil, err
-					}
-				}
 			}
 		}
 	}
@@ -286,6 +292,66 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 		fmt.Fprintf(stderr, "rdmagw bench: could not remove %s: %v\n", bf.name, err)
 	}
 	return results, info, nil
+}
+
+// printBenchHeader says what the bench is about to measure.
+func printBenchHeader(progress io.Writer, o *benchOptions, info *benchInfo) {
+	fmt.Fprintf(progress, "rdmagw bench: NFSv%s, file %s, %v in flight, %v per workload\n",
+		o.vers, mib(float64(o.size)), o.concurrency, o.duration)
+	fmt.Fprintf(progress, "  gateway: RPC-over-RDMA (iwarp) to %s -> %s\n", info.Gateway, o.backend)
+	if info.Relay != "" {
+		fmt.Fprintf(progress, "  direct: TCP through %s (pid %d) at %s -> %s\n", info.Relay, info.RelayPID, info.Direct, o.backend)
+	}
+	if len(info.Burners) > 0 {
+		fmt.Fprintf(progress, "  %d CPU burner processes beside the run\n", len(info.Burners))
+	}
+}
+
+// openBenchTargets opens the bench file on every path: the last path
+// opened creates and fills it, the others open it.
+func openBenchTargets(ctx context.Context, paths []*benchPath, bf *benchFile, size int64, progress io.Writer) error {
+	for i := len(paths) - 1; i >= 0; i-- {
+		first := i == len(paths)-1
+		t, err := openTarget(ctx, paths[i].tr, bf, first)
+		if err != nil {
+			return fmt.Errorf("%s: %w", paths[i].name, err)
+		}
+		paths[i].target = t
+		if first {
+			fmt.Fprintf(progress, "  filling %s (%s)\n", bf.name, mib(float64(size)))
+			if err := fillBenchFile(ctx, t, size); err != nil {
+				return fmt.Errorf("fill: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// measure runs workload op at n in flight on path p; with -cpuprofile it
+// profiles the gateway meanwhile if this is the run asked for.
+func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchInfo, p *benchPath, op benchOp, n int, progress io.Writer) (benchResult, error) {
+	run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
+	var prof chan error
+	if o.cpuprofile != "" && p.name == "gateway" && op.name == o.profileOp && n == o.profileDepth {
+		prof = make(chan error, 1)
+		secs := max(1, int(o.duration.Seconds()))
+		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
+		info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
+	}
+	cpu0 := p.cpu()
+	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
+	if cpu0 >= 0 && r.Ops > 0 {
+		if cpu1 := p.cpu(); cpu1 >= cpu0 {
+			r.CPUProcess = p.proc
+			r.CPUMicrosPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
+		}
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // benchStack is what the bench starts around the measured paths: the

@@ -107,18 +107,7 @@ func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers stri
 	// Each worker's generator and WRITE data are made before the clock
 	// starts: filling megabytes takes a while on a busy (or -race)
 	// machine, and counting it could leave no time for a single op.
-	seed := uint64(time.Now().UnixNano())
-	rngs := make([]*rand.Rand, r.concurrency)
-	datas := make([][]byte, r.concurrency)
-	for w := range rngs {
-		rngs[w] = rand.New(rand.NewPCG(uint64(w), seed))
-		if op.kind == kindWrite {
-			datas[w] = make([]byte, op.size)
-			for i := range datas[w] {
-				datas[w][i] = byte(rngs[w].Uint32())
-			}
-		}
-	}
+	rngs, datas := workerInputs(op, r.concurrency)
 	deadline := time.Now().Add(r.duration)
 	lats := make([][]time.Duration, r.concurrency)
 	start := time.Now()
@@ -150,6 +139,31 @@ func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers stri
 	stopProgress()
 	res.Seconds = time.Since(start).Seconds()
 	res.Ops, res.Bytes, res.Errors = ops.Load(), bytes.Load(), errs.Load()
+	res.rates(lats)
+	return res
+}
+
+// workerInputs makes each of n workers' random generator and, for
+// WRITEs, its data.
+func workerInputs(op benchOp, n int) ([]*rand.Rand, [][]byte) {
+	seed := uint64(time.Now().UnixNano())
+	rngs := make([]*rand.Rand, n)
+	datas := make([][]byte, n)
+	for w := range rngs {
+		rngs[w] = rand.New(rand.NewPCG(uint64(w), seed))
+		if op.kind == kindWrite {
+			datas[w] = make([]byte, op.size)
+			for i := range datas[w] {
+				datas[w][i] = byte(rngs[w].Uint32())
+			}
+		}
+	}
+	return rngs, datas
+}
+
+// rates fills in the rates and the latency percentiles from the counts,
+// the time and every operation's latency (lats: one list a worker).
+func (res *benchResult) rates(lats [][]time.Duration) {
 	res.OpsPerSec = float64(res.Ops) / res.Seconds
 	res.MiBPerSec = float64(res.Bytes) / res.Seconds / (1 << 20)
 	all := slices.Concat(lats...)
@@ -158,7 +172,6 @@ func runWorkload(ctx context.Context, t benchTarget, op benchOp, path, vers stri
 		res.P50Micros = float64(all[n/2].Nanoseconds()) / 1e3
 		res.P99Micros = float64(all[min(n-1, n*99/100)].Nanoseconds()) / 1e3
 	}
-	return res
 }
 
 func doBenchOp(ctx context.Context, t benchTarget, op benchOp, off uint64, data []byte) (int, error) {

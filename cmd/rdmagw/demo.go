@@ -89,52 +89,27 @@ func runDemo(o *demoOptions, out, errw io.Writer) error {
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "rdmagw", Level: level, Output: errw})
 
-	mem, memAddr, err := startMemServer(log.Named("nfsmem"))
-	if err != nil {
-		return fmt.Errorf("start the memory NFS server: %w", err)
-	}
-	defer mem.Close()
-	fmt.Fprintf(out, "nfsmem   NFSv3 + MOUNT v3 in memory on %s (tcp)\n", memAddr)
-
-	gw, err := startLocalGateway(memAddr, o.metrics, log.Named("gateway"))
-	if err != nil {
-		return fmt.Errorf("start the gateway: %w", err)
-	}
-	defer gw.close()
-	fmt.Fprintf(out, "gateway  RPC-over-RDMA on %s (iwarp, pure Go) -> %s\n", gw.fwd.Addr(), memAddr)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tr, err := dialRDMAClient(ctx, gw.fwd.Addr().String(), 64)
+	st, err := startDemoStack(ctx, o, out, log)
+	defer st.close()
 	if err != nil {
-		return fmt.Errorf("connect the RDMA client: %w", err)
+		return err
 	}
-	defer tr.Close()
-	fmt.Fprintf(out, "client   NFSv3 over RPC-over-RDMA, inline threshold %d bytes\n\n", tr.Conn().InlineSend())
-
-	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
+	gw, tr := st.gw, st.tr
+	c, fh, err := demoCreate(ctx, tr)
 	if err != nil {
-		return fmt.Errorf("MOUNT /: %w", err)
-	}
-	c := &nfsclient.V3{T: tr}
-	fh, err := c.Create(ctx, root, "demo.bin", nfsproto.CreateUnchecked, nfsproto.Sattr3{SetMode: true, Mode: 0o644, SetSize: true})
-	if err != nil {
-		return fmt.Errorf("CREATE demo.bin: %w", err)
+		return err
 	}
 	data := demoPattern(o.size)
-	ioOpts := nfsclient.IOOptions{Chunk: o.chunk, Concurrency: o.concurrency}
-
 	before, _ := gwstats.Take(gw.fwd.Metrics().Registry)
 	fmt.Fprintf(out, "writing %s to /demo.bin in %s WRITEs (%d in flight)\n", mib(float64(o.size)), gateway.ByteSize(o.chunk), o.concurrency)
-	p := newProgress(out, "write", o.size)
-	ioOpts.Progress = p.add
-	if err := c.WriteAll(ctx, fh, data, ioOpts); err != nil {
-		return fmt.Errorf("write: %w", err)
+	wr, mid, err := demoPhase(out, "write", o, gw, before, func(io nfsclient.IOOptions) error {
+		return c.WriteAll(ctx, fh, data, io)
+	})
+	if err != nil {
+		return err
 	}
-	wr := phaseResult{name: "write", bytes: o.size, elapsed: p.finish()}
-	mid, _ := gwstats.Take(gw.fwd.Metrics().Registry)
-	wr.calls = mid.Calls - before.Calls
-
 	a, err := c.Getattr(ctx, fh)
 	if err != nil {
 		return fmt.Errorf("GETATTR: %w", err)
@@ -144,18 +119,14 @@ func runDemo(o *demoOptions, out, errw io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "reading it back\n")
-	p = newProgress(out, "read", o.size)
-	ioOpts.Progress = p.add
-	got, err := c.ReadAll(ctx, fh, o.size, ioOpts)
-	if err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	rd := phaseResult{name: "read", bytes: o.size, elapsed: p.finish()}
-	after, err := gwstats.Take(gw.fwd.Metrics().Registry)
+	var got []byte
+	rd, after, err := demoPhase(out, "read", o, gw, mid, func(io nfsclient.IOOptions) (err error) {
+		got, err = c.ReadAll(ctx, fh, o.size, io)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	rd.calls = after.Calls - mid.Calls
 	if i := firstMismatch(got, data); i >= 0 {
 		return fmt.Errorf("read back differs from what was written at byte %d", i)
 	}
@@ -166,6 +137,81 @@ func runDemo(o *demoOptions, out, errw io.Writer) error {
 		time.Sleep(o.hold)
 	}
 	return nil
+}
+
+// demoStack is what the demo runs on loopback: the memory NFS server,
+// the gateway in front of it, and the RDMA client connected to it.
+type demoStack struct {
+	mem interface{ Close() error }
+	gw  *localGateway
+	tr  *rdmaClient
+}
+
+// startDemoStack starts the stack, saying what runs where. What started
+// is in st even on error: close it either way.
+func startDemoStack(ctx context.Context, o *demoOptions, out io.Writer, log hclog.Logger) (st demoStack, err error) {
+	mem, memAddr, err := startMemServer(log.Named("nfsmem"))
+	if err != nil {
+		return st, fmt.Errorf("start the memory NFS server: %w", err)
+	}
+	st.mem = mem
+	fmt.Fprintf(out, "nfsmem   NFSv3 + MOUNT v3 in memory on %s (tcp)\n", memAddr)
+
+	if st.gw, err = startLocalGateway(memAddr, o.metrics, log.Named("gateway")); err != nil {
+		return st, fmt.Errorf("start the gateway: %w", err)
+	}
+	fmt.Fprintf(out, "gateway  RPC-over-RDMA on %s (iwarp, pure Go) -> %s\n", st.gw.fwd.Addr(), memAddr)
+
+	if st.tr, err = dialRDMAClient(ctx, st.gw.fwd.Addr().String(), 64); err != nil {
+		return st, fmt.Errorf("connect the RDMA client: %w", err)
+	}
+	fmt.Fprintf(out, "client   NFSv3 over RPC-over-RDMA, inline threshold %d bytes\n\n", st.tr.Conn().InlineSend())
+	return st, nil
+}
+
+// close stops what started, the client first.
+func (st demoStack) close() {
+	if st.tr != nil {
+		st.tr.Close()
+	}
+	if st.gw != nil {
+		st.gw.close()
+	}
+	if st.mem != nil {
+		st.mem.Close()
+	}
+}
+
+// demoCreate mounts / and creates demo.bin in it.
+func demoCreate(ctx context.Context, tr nfsclient.Transport) (*nfsclient.V3, []byte, error) {
+	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
+	if err != nil {
+		return nil, nil, fmt.Errorf("MOUNT /: %w", err)
+	}
+	c := &nfsclient.V3{T: tr}
+	fh, err := c.Create(ctx, root, "demo.bin", nfsproto.CreateUnchecked, nfsproto.Sattr3{SetMode: true, Mode: 0o644, SetSize: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("CREATE demo.bin: %w", err)
+	}
+	return c, fh, nil
+}
+
+// demoPhase runs one phase (do: the WRITEs or the READs of the whole
+// file) with a progress line; the gateway's counters after it, and the
+// RPCs it saw since from.
+func demoPhase(out io.Writer, name string, o *demoOptions, gw *localGateway, from gwstats.Snapshot,
+	do func(nfsclient.IOOptions) error) (phaseResult, gwstats.Snapshot, error) {
+	p := newProgress(out, name, o.size)
+	if err := do(nfsclient.IOOptions{Chunk: o.chunk, Concurrency: o.concurrency, Progress: p.add}); err != nil {
+		return phaseResult{}, from, fmt.Errorf("%s: %w", name, err)
+	}
+	res := phaseResult{name: name, bytes: o.size, elapsed: p.finish()}
+	to, err := gwstats.Take(gw.fwd.Metrics().Registry)
+	if err != nil {
+		return res, to, err
+	}
+	res.calls = to.Calls - from.Calls
+	return res, to, nil
 }
 
 // demoPattern is size pseudo-random bytes: incompressible, and a

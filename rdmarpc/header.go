@@ -2,6 +2,7 @@ package rdmarpc
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -289,20 +290,7 @@ func (h *Header) Equal(o *Header) bool {
 		}
 		fallthrough
 	case ProcMsg, ProcNoMsg:
-		if len(h.Reads) != len(o.Reads) || len(h.Writes) != len(o.Writes) || h.HasReply != o.HasReply {
-			return false
-		}
-		for i := range h.Reads {
-			if h.Reads[i] != o.Reads[i] {
-				return false
-			}
-		}
-		for i := range h.Writes {
-			if !h.Writes[i].equal(o.Writes[i]) {
-				return false
-			}
-		}
-		return !h.HasReply || h.Reply.equal(o.Reply)
+		return h.chunksEqual(o)
 	case ProcError:
 		if h.ErrCode != o.ErrCode {
 			return false
@@ -310,6 +298,12 @@ func (h *Header) Equal(o *Header) bool {
 		return h.ErrCode != ErrCodeVers || (h.VersLow == o.VersLow && h.VersHigh == o.VersHigh)
 	}
 	return true
+}
+
+// chunksEqual reports whether h and o have the same chunk lists.
+func (h *Header) chunksEqual(o *Header) bool {
+	return slices.Equal(h.Reads, o.Reads) && slices.EqualFunc(h.Writes, o.Writes, WriteChunk.equal) &&
+		h.HasReply == o.HasReply && (!h.HasReply || h.Reply.equal(o.Reply))
 }
 
 // String summarises h for logs, e.g.

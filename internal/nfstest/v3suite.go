@@ -98,6 +98,17 @@ func V3Namespace(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte
 	if err := c.Null(ctx); err != nil {
 		t.Fatalf("NULL: %v", err)
 	}
+	dir, names := v3BigDir(t, ctx, c, root)
+	v3Symlink(t, ctx, c, root, dir)
+	v3EmptyDir(t, ctx, c, root, dir, names)
+	v3Attrs(t, ctx, c, root)
+}
+
+// v3BigDir makes the directory d with enough entries that a small
+// maxcount needs many READDIRPLUS calls, and checks that READDIRPLUS
+// lists them all, with handles and attributes; d and the names.
+func v3BigDir(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte) ([]byte, []string) {
+	t.Helper()
 	dir, err := c.Mkdir(ctx, root, "d", 0o755)
 	if err != nil {
 		t.Fatalf("MKDIR: %v", err)
@@ -105,7 +116,6 @@ func V3Namespace(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte
 	if _, err := c.Mkdir(ctx, root, "d", 0o755); !errors.Is(err, nfsproto.NFS3ErrExist) {
 		t.Fatalf("second MKDIR: %v, want NFS3ERR_EXIST", err)
 	}
-	// Enough entries that a small maxcount needs many READDIRPLUS calls.
 	const n = 300
 	var want []string
 	for i := range n {
@@ -136,7 +146,13 @@ func V3Namespace(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("READDIRPLUS listed %d names, want %d", len(got), len(want))
 	}
+	return dir, want
+}
 
+// v3Symlink makes a symlink in dir, reads it, and renames it to the root
+// as moved-link.
+func v3Symlink(t *testing.T, ctx context.Context, c *nfsclient.V3, root, dir []byte) {
+	t.Helper()
 	target := "../some/where/" + string(Pattern(1, 1)[:0]) + "target-of-3-bytes-pad"
 	lnk, err := c.Symlink(ctx, dir, "link", target)
 	if err != nil {
@@ -154,10 +170,16 @@ func V3Namespace(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte
 	if fh, a, err := c.Lookup(ctx, root, "moved-link"); err != nil || a.Type != nfsproto.NF3Lnk || len(fh) == 0 {
 		t.Fatalf("LOOKUP moved-link: %v type %d", err, a.Type)
 	}
+}
+
+// v3EmptyDir checks that d cannot be removed while it has entries, then
+// removes them (names), d and moved-link.
+func v3EmptyDir(t *testing.T, ctx context.Context, c *nfsclient.V3, root, dir []byte, names []string) {
+	t.Helper()
 	if err := c.Rmdir(ctx, root, "d"); !errors.Is(err, nfsproto.NFS3ErrNotEmpty) {
 		t.Fatalf("RMDIR of a non-empty directory: %v", err)
 	}
-	for _, name := range want {
+	for _, name := range names {
 		if err := c.Remove(ctx, dir, name); err != nil {
 			t.Fatalf("REMOVE %s: %v", name, err)
 		}
@@ -168,7 +190,12 @@ func V3Namespace(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte
 	if err := c.Remove(ctx, root, "moved-link"); err != nil {
 		t.Fatalf("REMOVE link: %v", err)
 	}
+}
 
+// v3Attrs checks SETATTR, GETATTR, ACCESS, FSSTAT, FSINFO and PATHCONF,
+// and that a bogus handle is refused.
+func v3Attrs(t *testing.T, ctx context.Context, c *nfsclient.V3, root []byte) {
+	t.Helper()
 	f, err := c.Create(ctx, root, "attrs", nfsproto.CreateUnchecked, nfsproto.Sattr3{})
 	if err != nil {
 		t.Fatal(err)

@@ -153,19 +153,7 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 		t.Fatal(err)
 	}
 	ports := FreePorts(t, 4, o.UDP)
-	transports := "TCP"
-	if o.UDP {
-		transports = "TCP, UDP"
-	}
-	cf := filepath.Join(dir, "ganesha.conf")
-	delegs, logComps := "none", ""
-	if o.Delegations {
-		delegs, logComps = "readwrite", " COMPONENTS { STATE = FULL_DEBUG; NFS_CB = FULL_DEBUG; }"
-	}
-	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, recov, o.Delegations, export, transports, delegs, logComps)
-	if err := os.WriteFile(cf, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cf := writeConf(t, o, dir, export, recov, ports)
 	logf := filepath.Join(dir, "ganesha.log")
 	cmd := exec.Command(bin, "-F", "-f", cf, "-L", logf, "-p", filepath.Join(dir, "ganesha.pid"))
 	// Pdeathsig: a test binary killed by a timeout takes ganesha with it.
@@ -189,6 +177,35 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 		s.NLMAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
 		want = append(want, s.NLMAddr)
 	}
+	if why := waitUp(cmd, exited, &out, logf, want); why != "" {
+		return nil, nil, why
+	}
+	s.Pid = cmd.Process.Pid
+	return s, func() { _ = cmd.Process.Kill(); <-exited }, ""
+}
+
+// writeConf writes ganesha.conf for o into dir, on ports; its path.
+func writeConf(t testing.TB, o Options, dir, export, recov string, ports []int) string {
+	transports := "TCP"
+	if o.UDP {
+		transports = "TCP, UDP"
+	}
+	delegs, logComps := "none", ""
+	if o.Delegations {
+		delegs, logComps = "readwrite", " COMPONENTS { STATE = FULL_DEBUG; NFS_CB = FULL_DEBUG; }"
+	}
+	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, recov, o.Delegations, export, transports, delegs, logComps)
+	cf := filepath.Join(dir, "ganesha.conf")
+	if err := os.WriteFile(cf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cf
+}
+
+// waitUp waits up to 30 s for the ganesha started as cmd to say it is up
+// in its log (logf) and to listen on every address in want. It returns
+// "" once it is, else why not (having stopped ganesha if it still runs).
+func waitUp(cmd *exec.Cmd, exited chan struct{}, out *bytes.Buffer, logf string, want []string) string {
 	up := func() bool {
 		log, _ := os.ReadFile(logf)
 		if !bytes.Contains(log, []byte("NFS SERVER INITIALIZED")) {
@@ -203,20 +220,19 @@ func try(t testing.TB, bin string, o Options, dir, export, recov string) (*Serve
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if up() {
-			s.Pid = cmd.Process.Pid
-			return s, func() { _ = cmd.Process.Kill(); <-exited }, ""
+			return ""
 		}
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logf)
-			return nil, nil, fmt.Sprintf("exited: %v\n%s\n%s", cmd.ProcessState, out.String(), tail(log, 3000))
+			return fmt.Sprintf("exited: %v\n%s\n%s", cmd.ProcessState, out.String(), tail(log, 3000))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	_ = cmd.Process.Kill()
 	<-exited
 	log, _ := os.ReadFile(logf)
-	return nil, nil, fmt.Sprintf("not up after 30s\n%s\n%s", out.String(), tail(log, 3000))
+	return fmt.Sprintf("not up after 30s\n%s\n%s", out.String(), tail(log, 3000))
 }
 
 func firstLine(s string) string {

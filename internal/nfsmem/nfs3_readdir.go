@@ -45,94 +45,125 @@ const (
 	dirInfoFixed = 8 + 4 + 8
 )
 
+// readdirArgs are READDIR3args (dircount 0) and READDIRPLUS3args.
+type readdirArgs struct {
+	fh                 []byte
+	cookie             uint64
+	verf               []byte
+	dircount, maxcount uint32
+}
+
+func decodeReaddir(d *nfsproto.Dec, plus bool) (readdirArgs, error) {
+	var a readdirArgs
+	a.fh = d.Opaque(nfsproto.FHSize)
+	a.cookie = d.U64()
+	a.verf = d.Fixed(nfsproto.VerfSize)
+	if plus {
+		a.dircount = d.U32()
+	}
+	a.maxcount = min(d.U32(), maxDirReply)
+	return a, d.Err()
+}
+
 // readdir is READDIR (plus false) and READDIRPLUS.
 func (s *Server) readdir(d *nfsproto.Dec, e *xdr.Encoder, plus bool) error {
-	fh := d.Opaque(nfsproto.FHSize)
-	cookie := d.U64()
-	verf := d.Fixed(nfsproto.VerfSize)
-	dircount := uint32(0)
-	if plus {
-		dircount = d.U32()
-	}
-	maxcount := d.U32()
-	if err := d.Err(); err != nil {
+	a, err := decodeReaddir(d, plus)
+	if err != nil {
 		return err
 	}
-	maxcount = min(maxcount, maxDirReply)
 	s.fs.mu.RLock()
 	defer s.fs.mu.RUnlock()
-	dir, st := s.node(fh)
-	if st == nfsproto.NFS3OK && dir.typ != nfsproto.NF3Dir {
-		st = nfsproto.NFS3ErrNotDir
-	}
 	ours := s.writeVerf()
-	if st == nfsproto.NFS3OK && cookie != 0 && binary.BigEndian.Uint64(verf) != 0 && string(verf) != string(ours[:]) {
+	dir, st := s.node(a.fh)
+	switch {
+	case st != nfsproto.NFS3OK:
+	case dir.typ != nfsproto.NF3Dir:
+		st = nfsproto.NFS3ErrNotDir
+	case a.cookie != 0 && binary.BigEndian.Uint64(a.verf) != 0 && string(a.verf) != string(ours[:]):
 		st = nfsproto.NFS3ErrBadCookie
 	}
 	if st != nfsproto.NFS3OK {
 		s.putStatusAttr(e, st, dir)
 		return nil
 	}
-
-	// Collect what fits, then write: TOOSMALL must be decided before any
-	// entry is encoded.
-	type pick struct {
-		name   string
-		n      *node
-		cookie uint64
-	}
-	var picks []pick
-	size, info := dirResFixed, 0
-	fits := func(name string) bool {
-		sz := entryFixed + xdr.RoundUp(len(name))
-		if plus {
-			sz += entryPlusMore
-		}
-		di := dirInfoFixed + xdr.RoundUp(len(name))
-		if size+sz > int(maxcount) || (plus && dircount > 0 && len(picks) > 0 && info+di > int(dircount)) {
-			return false
-		}
-		size += sz
-		info += di
-		return true
-	}
-	eof := true
-	add := func(name string, n *node, c uint64) bool {
-		if c <= cookie {
-			return true
-		}
-		if !fits(name) {
-			eof = false
-			return false
-		}
-		picks = append(picks, pick{name, n, c})
-		return true
-	}
-	if add(".", dir, cookieDot) && add("..", s.fs.nodes[dir.parent], cookieDotDot) {
+	p := dirPage{args: a, plus: plus, size: dirResFixed, eof: true}
+	if p.add(".", dir, cookieDot) && p.add("..", s.fs.nodes[dir.parent], cookieDotDot) {
 		ents := dir.dir.entries
-		for i := dir.dir.after(cookie); i < len(ents); i++ {
-			if !add(ents[i].name, s.fs.nodes[ents[i].id], ents[i].cookie) {
+		for i := dir.dir.after(a.cookie); i < len(ents); i++ {
+			if !p.add(ents[i].name, s.fs.nodes[ents[i].id], ents[i].cookie) {
 				break
 			}
 		}
 	}
-	if len(picks) == 0 && !eof {
+	if len(p.picks) == 0 && !p.eof {
 		s.putStatusAttr(e, nfsproto.NFS3ErrTooSmall, dir)
 		return nil
 	}
 	s.putStatusAttr(e, nfsproto.NFS3OK, dir)
 	e.PutFixedOpaque(ours[:])
-	for _, p := range picks {
+	s.putEntries(e, &p)
+	return nil
+}
+
+// dirPage collects the entries that fit one READDIR(PLUS) reply before
+// any is written: TOOSMALL must be decided before any entry is encoded.
+type dirPage struct {
+	args  readdirArgs
+	plus  bool
+	size  int // of the reply so far, against maxcount
+	info  int // of the directory information so far, against dircount
+	picks []dirPick
+	eof   bool // every entry after the cookie fitted
+}
+
+type dirPick struct {
+	name   string
+	n      *node
+	cookie uint64
+}
+
+// add takes the entry name (node n, cookie c) if it comes after the
+// client's cookie and fits; false once one does not.
+func (p *dirPage) add(name string, n *node, c uint64) bool {
+	if c <= p.args.cookie {
+		return true
+	}
+	if !p.fits(name) {
+		p.eof = false
+		return false
+	}
+	p.picks = append(p.picks, dirPick{name, n, c})
+	return true
+}
+
+// fits counts an entry named name against maxcount (and READDIRPLUS's
+// dircount, which the first entry may exceed); false if it does not fit.
+func (p *dirPage) fits(name string) bool {
+	sz := entryFixed + xdr.RoundUp(len(name))
+	if p.plus {
+		sz += entryPlusMore
+	}
+	di := dirInfoFixed + xdr.RoundUp(len(name))
+	if p.size+sz > int(p.args.maxcount) || (p.plus && p.args.dircount > 0 && len(p.picks) > 0 && p.info+di > int(p.args.dircount)) {
+		return false
+	}
+	p.size += sz
+	p.info += di
+	return true
+}
+
+// putEntries writes p's entries, the end of the list and eof.
+func (s *Server) putEntries(e *xdr.Encoder, p *dirPage) {
+	for _, pk := range p.picks {
 		e.PutBool(true)
-		e.PutUint64(p.n.id)
-		e.PutString(p.name)
-		e.PutUint64(p.cookie)
-		if plus {
-			s.putAttr(e, p.n)
-			nfsproto.PutPostOpFH(e, s.handle(p.n.id))
+		e.PutUint64(pk.n.id)
+		e.PutString(pk.name)
+		e.PutUint64(pk.cookie)
+		if p.plus {
+			s.putAttr(e, pk.n)
+			nfsproto.PutPostOpFH(e, s.handle(pk.n.id))
 		}
 	}
 	e.PutBool(false)
-	e.PutBool(eof)
-	return nil
+	e.PutBool(p.eof)
 }

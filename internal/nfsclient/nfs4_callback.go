@@ -229,65 +229,86 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 	if d.Err() != nil || nops > 64 {
 		return false
 	}
-	type opRes struct {
-		op, status uint32
-		body       []byte
-	}
-	var results []opRes
+	var results []cbOpRes
 	status := uint32(NFS4OK)
 	if minor != 1 && minor != 2 {
 		status = nfs4ErrMinorVers
 	}
 	var slot *cbSlot
-	// garbage ends a call whose arguments stop decoding. Its
-	// CB_SEQUENCE may already have advanced the slot: the reply cached
-	// there belongs to the previous request and must not answer a
-	// retransmission of this one (which gets RETRY_UNCACHED_REP).
-	garbage := func() bool {
-		if slot != nil {
-			c.cb.mu.Lock()
-			slot.reply = nil
-			c.cb.mu.Unlock()
-		}
-		return false
-	}
 	for i := uint32(0); i < nops && status == uint32(NFS4OK); i++ {
 		op := d.U32()
 		if d.Err() != nil {
-			return garbage()
+			return c.garbage(slot)
 		}
-		var r opRes
-		r.op = op
-		switch op {
-		case opCBSequence:
-			var st uint32
-			var cached []byte
-			st, slot, r.body, cached = c.cbSequence(d, i)
-			if cached != nil {
-				// A replay: the whole reply as sent before.
-				*e = xdr.NewEncoder(make([]byte, len(cached)))
-				e.PutFixedOpaque(cached)
-				return true
-			}
-			r.status = st
-		case opCBRecall:
-			r.status = c.cbRecall(d)
-		case opCBGetattr:
-			d.Opaque(fh4Max)
-			skipBitmap(d)
-			r.status = nfs4ErrNotSupp
-		default:
-			r.op, r.status = opCBIllegal, nfs4ErrOpIllegal
+		r, cached := c.cbOp(d, op, i, &slot)
+		if cached != nil {
+			// A replay: the whole reply as sent before.
+			*e = xdr.NewEncoder(make([]byte, len(cached)))
+			e.PutFixedOpaque(cached)
+			return true
 		}
 		if d.Err() != nil {
-			return garbage()
-		}
-		if i == 0 && op != opCBSequence && r.status == uint32(NFS4OK) {
-			r.status = 10071 // NFS4ERR_OP_NOT_IN_SESSION
+			return c.garbage(slot)
 		}
 		results = append(results, r)
 		status = r.status
 	}
+	putCBCompoundRes(e, status, tag, results)
+	if e.Err() != nil {
+		return c.garbage(slot)
+	}
+	if slot != nil {
+		c.cb.mu.Lock()
+		slot.reply = append(slot.reply[:0], e.Bytes()...)
+		c.cb.mu.Unlock()
+	}
+	return true
+}
+
+// cbOpRes is one operation's result in a CB_COMPOUND reply.
+type cbOpRes struct {
+	op, status uint32
+	body       []byte
+}
+
+// cbOp carries out operation op, the i-th of a CB_COMPOUND. A
+// CB_SEQUENCE sets *slot to its slot, or returns the cached reply of a
+// retransmission.
+func (c *V4) cbOp(d *nfsproto.Dec, op, i uint32, slot **cbSlot) (r cbOpRes, cached []byte) {
+	r.op = op
+	switch op {
+	case opCBSequence:
+		r.status, *slot, r.body, cached = c.cbSequence(d, i)
+	case opCBRecall:
+		r.status = c.cbRecall(d)
+	case opCBGetattr:
+		d.Opaque(fh4Max)
+		skipBitmap(d)
+		r.status = nfs4ErrNotSupp
+	default:
+		r.op, r.status = opCBIllegal, nfs4ErrOpIllegal
+	}
+	if i == 0 && op != opCBSequence && r.status == uint32(NFS4OK) {
+		r.status = 10071 // NFS4ERR_OP_NOT_IN_SESSION
+	}
+	return r, cached
+}
+
+// garbage ends a call whose arguments stop decoding. Its CB_SEQUENCE may
+// already have advanced the slot: the reply cached there belongs to the
+// previous request and must not answer a retransmission of this one
+// (which gets RETRY_UNCACHED_REP).
+func (c *V4) garbage(slot *cbSlot) bool {
+	if slot != nil {
+		c.cb.mu.Lock()
+		slot.reply = nil
+		c.cb.mu.Unlock()
+	}
+	return false
+}
+
+// putCBCompoundRes writes CB_COMPOUND4res.
+func putCBCompoundRes(e *xdr.Encoder, status uint32, tag []byte, results []cbOpRes) {
 	e.PutUint32(status)
 	e.PutOpaque(tag)
 	e.PutUint32(uint32(len(results)))
@@ -296,15 +317,6 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 		e.PutUint32(r.status)
 		e.PutFixedOpaque(r.body)
 	}
-	if e.Err() != nil {
-		return garbage()
-	}
-	if slot != nil {
-		c.cb.mu.Lock()
-		slot.reply = append(slot.reply[:0], e.Bytes()...)
-		c.cb.mu.Unlock()
-	}
-	return true
 }
 
 // cbSequence checks CB_SEQUENCE against the back channel's slot table.
@@ -445,6 +457,27 @@ func (c *V4) OpenReadDeleg(ctx context.Context, dir []byte, name string) (*Open4
 	d.U64()
 	d.U32()
 	skipBitmap(d)
+	dg := decodeDelegation(d)
+	if err := d.Err(); err != nil {
+		return nil, nil, err
+	}
+	if err := result(d, op4Getfh); err != nil {
+		return nil, nil, err
+	}
+	f.FH = append([]byte{}, d.Opaque(fh4Max)...)
+	if err := d.Err(); err != nil {
+		return nil, nil, err
+	}
+	if dg != nil {
+		dg.FH = f.FH
+		c.remember(dg)
+	}
+	return f, dg, nil
+}
+
+// decodeDelegation reads OPEN4resok's open_delegation4: the delegation
+// granted, nil if none.
+func decodeDelegation(d *nfsproto.Dec) *Delegation {
 	var dg *Delegation
 	switch kind := d.U32(); kind {
 	case 1, 2:
@@ -471,27 +504,20 @@ func (c *V4) OpenReadDeleg(ctx context.Context, dir []byte, name string) (*Open4
 	default:
 		d.Fail(nfsproto.ErrBadEnum)
 	}
-	if err := d.Err(); err != nil {
-		return nil, nil, err
+	return dg
+}
+
+// remember files dg for the callback service (CB_RECALL finds it by its
+// stateid's other part).
+func (c *V4) remember(dg *Delegation) {
+	if c.cb == nil {
+		return
 	}
-	if err := result(d, op4Getfh); err != nil {
-		return nil, nil, err
-	}
-	f.FH = append([]byte{}, d.Opaque(fh4Max)...)
-	if err := d.Err(); err != nil {
-		return nil, nil, err
-	}
-	if dg != nil {
-		dg.FH = f.FH
-		if c.cb != nil {
-			var other [12]byte
-			copy(other[:], dg.Stateid[4:])
-			c.cb.mu.Lock()
-			c.cb.delegs[other] = dg
-			c.cb.mu.Unlock()
-		}
-	}
-	return f, dg, nil
+	var other [12]byte
+	copy(other[:], dg.Stateid[4:])
+	c.cb.mu.Lock()
+	c.cb.delegs[other] = dg
+	c.cb.mu.Unlock()
 }
 
 // putCallbackSec writes csa_sec_parms: AUTH_NONE and AUTH_SYS (uid 0).

@@ -34,23 +34,9 @@ func srqSize(idx, seq int) int { return 8 + (seq*31+idx*7)%(srqSlot-8) }
 // sends on the shared CQ name theirs, Conn.PostRecv is refused with
 // ErrSRQ, and one connection ending does not flush the shared receives.
 func testSRQ(t *testing.T, c config) {
-	e := newEnv(t, c)
-	cq := e.srv.cq(t, 4*srqConns*srqPerConn)
-	srq, err := e.srv.pd.CreateSRQ(srqConns*srqPerConn + srqSpare)
-	if err != nil {
-		t.Fatalf("CreateSRQ: %v", err)
-	}
-	t.Cleanup(func() { _ = srq.Close() })
-	total := srqConns*srqPerConn + srqSpare
-	in := e.srv.region(t, total*srqSlot, verbs.AccessLocalWrite)
-	for i := range total {
-		if err := srq.PostRecv(recvWR(uint64(i), in.sge(i*srqSlot, srqSlot))); err != nil {
-			t.Fatalf("SRQ.PostRecv %d: %v", i, err)
-		}
-	}
-
-	srvConns, cliEnds := e.connectSRQ(t, cq, srq)
-	if err := srvConns[0].PostRecv(recvWR(0, in.sge(0, 8))); !errors.Is(err, verbs.ErrSRQ) {
+	st := &srqTest{e: newEnv(t, c)}
+	st.setUp(t)
+	if err := st.srv[0].PostRecv(recvWR(0, st.in.sge(0, 8))); !errors.Is(err, verbs.ErrSRQ) {
 		t.Errorf("Conn.PostRecv on an SRQ connection: %v, want ErrSRQ", err)
 	}
 
@@ -58,27 +44,83 @@ func testSRQ(t *testing.T, c config) {
 	// the server's acknowledgement.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.Timeout)
 	defer cancel()
-	outs := make([]*region, srqConns)
+	errs := st.startClients(t, ctx)
+	st.checkMessages(t, cancel)
+	st.acknowledge(t)
+	for range srqConns {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	st.afterDisconnect(t)
+}
+
+// srqTest is testSRQ's state: the server's shared CQ and SRQ, the
+// receive region the SRQ's receives land in, and the connections.
+type srqTest struct {
+	e    *env
+	cq   verbs.CQ
+	srq  verbs.SRQ
+	in   *region
+	srv  []verbs.Conn // the server's Conn for client i
+	cli  []*end
+	outs []*region // client i's messages
+}
+
+// setUp creates the shared CQ and SRQ, posts every receive (with
+// srqSpare left over for afterDisconnect) and connects the clients.
+func (st *srqTest) setUp(t *testing.T) {
+	e := st.e
+	st.cq = e.srv.cq(t, 4*srqConns*srqPerConn)
+	srq, err := e.srv.pd.CreateSRQ(srqConns*srqPerConn + srqSpare)
+	if err != nil {
+		t.Fatalf("CreateSRQ: %v", err)
+	}
+	t.Cleanup(func() { _ = srq.Close() })
+	st.srq = srq
+	total := srqConns*srqPerConn + srqSpare
+	st.in = e.srv.region(t, total*srqSlot, verbs.AccessLocalWrite)
+	for i := range total {
+		if err := srq.PostRecv(recvWR(uint64(i), st.in.sge(i*srqSlot, srqSlot))); err != nil {
+			t.Fatalf("SRQ.PostRecv %d: %v", i, err)
+		}
+	}
+	st.srv, st.cli = e.connectSRQ(t, st.cq, srq)
+}
+
+// startClients starts every client's srqClient; their results come on
+// the channel.
+func (st *srqTest) startClients(t *testing.T, ctx context.Context) chan error {
+	st.outs = make([]*region, srqConns)
 	acks := make([]*region, srqConns)
-	for i, ce := range cliEnds {
-		outs[i] = e.cli.region(t, srqPerConn*srqSlot, 0)
-		acks[i] = e.cli.region(t, 64, verbs.AccessLocalWrite)
+	for i, ce := range st.cli {
+		st.outs[i] = st.e.cli.region(t, srqPerConn*srqSlot, 0)
+		acks[i] = st.e.cli.region(t, 64, verbs.AccessLocalWrite)
 		postRecv(t, ce.conn, recvWR(7, acks[i].sge(0, 64)))
 	}
 	errs := make(chan error, srqConns)
-	for i, ce := range cliEnds {
-		go func() { errs <- srqClient(ctx, i, ce, outs[i], acks[i]) }()
+	for i, ce := range st.cli {
+		go func() { errs <- srqClient(ctx, i, ce, st.outs[i], acks[i]) }()
 	}
+	return errs
+}
 
+// checkMessages takes every message off the shared CQ: each arrives once,
+// in its sender's order, byte for byte, with WC.Conn naming its
+// connection. On a failure it cancels the clients.
+func (st *srqTest) checkMessages(t *testing.T, cancel context.CancelFunc) {
 	next := make([]int, srqConns)
 	want := make([]byte, srqSlot)
-	for _, wc := range e.waitWCs(t, cq, srqConns*srqPerConn) {
-		idx := indexOf(srvConns, wc.Conn)
+	for _, wc := range st.e.waitWCs(t, st.cq, srqConns*srqPerConn) {
+		idx := indexOf(st.srv, wc.Conn)
 		if wc.Status != verbs.StatusSuccess || wc.Op != verbs.OpRecv || idx < 0 {
 			cancel()
 			t.Fatalf("shared CQ completion %s (conn index %d), want a successful receive from a known conn", describe1(wc), idx)
 		}
-		msg := in.Bytes()[int(wc.ID)*srqSlot:][:wc.ByteLen]
+		msg := st.in.Bytes()[int(wc.ID)*srqSlot:][:wc.ByteLen]
 		if len(msg) < 8 {
 			t.Fatalf("message of %d bytes from conn %d", len(msg), idx)
 		}
@@ -94,44 +136,43 @@ func testSRQ(t *testing.T, c config) {
 		}
 		next[idx]++
 	}
+}
 
-	ack := e.srv.region(t, 64, 0)
-	for i, sc := range srvConns {
+// acknowledge sends each client its index; each SEND completes once on
+// the shared CQ with its own WC.Conn.
+func (st *srqTest) acknowledge(t *testing.T) {
+	ack := st.e.srv.region(t, 64, 0)
+	for i, sc := range st.srv {
 		binary.BigEndian.PutUint32(ack.Bytes()[i*4:], uint32(i))
 		post(t, sc, sendWR(uint64(i), ack.sge(i*4, 4)))
 	}
 	seen := make([]bool, srqConns)
-	for _, wc := range e.waitWCs(t, cq, srqConns) {
-		if wc.Status != verbs.StatusSuccess || wc.Op != verbs.OpSend || wc.ID >= srqConns || seen[wc.ID] || wc.Conn != srvConns[wc.ID] {
+	for _, wc := range st.e.waitWCs(t, st.cq, srqConns) {
+		if wc.Status != verbs.StatusSuccess || wc.Op != verbs.OpSend || wc.ID >= srqConns || seen[wc.ID] || wc.Conn != st.srv[wc.ID] {
 			t.Fatalf("acknowledgement completion %s: want one successful SEND per conn, with its own WC.Conn", describe1(wc))
 		}
 		seen[wc.ID] = true
 	}
-	for range srqConns {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-	if t.Failed() {
-		return
-	}
+}
 
-	// One connection leaving must not flush the SRQ's receives; another
-	// connection's next message still finds one.
-	if err := cliEnds[0].conn.Disconnect(); err != nil {
+// afterDisconnect: one connection leaving must not flush the SRQ's
+// receives; another connection's next message still finds one.
+func (st *srqTest) afterDisconnect(t *testing.T) {
+	e, cli := st.e, st.cli
+	if err := cli[0].conn.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	e.waitDone(t, srvConns[0], "server conn 0 after its client disconnected")
-	expectQuiet(t, cq, 100*time.Millisecond, "shared CQ after one of its connections ended")
-	last := outs[1]
+	e.waitDone(t, st.srv[0], "server conn 0 after its client disconnected")
+	expectQuiet(t, st.cq, 100*time.Millisecond, "shared CQ after one of its connections ended")
+	last := st.outs[1]
 	srqMessage(last.Bytes()[:16], 1, srqPerConn)
-	post(t, cliEnds[1].conn, sendWR(99, last.sge(0, 16)))
-	mustWC(t, e.waitOne(t, cliEnds[1].scq), 99, verbs.OpSend, verbs.StatusSuccess, cliEnds[1].conn)
-	wc := e.waitOne(t, cq)
-	if wc.Status != verbs.StatusSuccess || wc.Conn != srvConns[1] || int(wc.ID) < srqConns*srqPerConn {
+	post(t, cli[1].conn, sendWR(99, last.sge(0, 16)))
+	mustWC(t, e.waitOne(t, cli[1].scq), 99, verbs.OpSend, verbs.StatusSuccess, cli[1].conn)
+	wc := e.waitOne(t, st.cq)
+	if wc.Status != verbs.StatusSuccess || wc.Conn != st.srv[1] || int(wc.ID) < srqConns*srqPerConn {
 		t.Fatalf("message after a disconnect: %s, want a spare SRQ receive on conn 1", describe1(wc))
 	}
-	same(t, "message after a disconnect", in.Bytes()[int(wc.ID)*srqSlot:][:16], last.Bytes()[:16])
+	same(t, "message after a disconnect", st.in.Bytes()[int(wc.ID)*srqSlot:][:16], last.Bytes()[:16])
 }
 
 // connectSRQ dials srqConns clients, each naming its index in its private

@@ -212,70 +212,77 @@ type localResult struct {
 // lkey, or in a region without local write used as a Read target or
 // receive buffer, is refused and nothing is delivered to the peer.
 func testLocalProtection(t *testing.T, c config) {
-	cases := []localCase{
-		{"UnregisteredBuffer", false, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.cli.region(t, 4096, 0)
-			mem := e.cli.memory(t, 4096)
-			wr := sendWR(1, verbs.SGE{Buf: mem.Bytes()[:64], LKey: r.LKey()})
-			return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
-		}},
-		{"WrongLKey", false, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.cli.region(t, 4096, 0)
-			wr := sendWR(1, verbs.SGE{Buf: r.Bytes()[:64], LKey: r.LKey() ^ badKeyBits})
-			return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
-		}},
-		{"PastRegionEnd", false, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.cli.region(t, accessSize, 0)
-			wr := sendWR(1, verbs.SGE{Buf: r.raw()[accessSize-10 : accessSize+10], LKey: r.LKey()})
-			return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
-		}},
-		{"BeforeRegionStart", false, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.cli.regionAt(t, 64, 4096, 0)
-			wr := sendWR(1, verbs.SGE{Buf: r.raw()[60:100], LKey: r.LKey()})
-			return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
-		}},
-		{"OtherPD", false, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.otherPD(t, e.cli).region(t, 4096, 0)
-			return localResult{p.cli.conn.PostSend(sendWR(1, r.sge(0, 64))), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
-		}},
-		{"ReadIntoNoLocalWrite", false, func(t *testing.T, e *env, p *pair) localResult {
-			src := e.srv.region(t, 4096, verbs.AccessRemoteRead)
-			dst := e.cli.region(t, 4096, 0)
-			wr := rdmaWR(1, verbs.OpRDMARead, src.at(0), dst.sge(0, 64))
-			return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpRDMARead, p.cli.conn}
-		}},
-		{"ReceiveOutsideRegion", true, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.srv.region(t, accessSize, verbs.AccessLocalWrite)
-			return e.recvThenSend(t, p, verbs.SGE{Buf: r.raw()[accessSize-10 : accessSize+54], LKey: r.LKey()})
-		}},
-		{"ReceiveIntoNoLocalWrite", true, func(t *testing.T, e *env, p *pair) localResult {
-			r := e.srv.region(t, 4096, 0)
-			return e.recvThenSend(t, p, r.sge(0, 64))
-		}},
+	for _, tc := range localCases {
+		t.Run(tc.name, func(t *testing.T) { runLocalCase(t, c, tc) })
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, c)
-			p := e.connect(t, nil, nil)
-			if !tc.recv {
-				// The server has a receive waiting: it must not
-				// complete with data.
-				watch := e.srv.region(t, 4096, verbs.AccessLocalWrite)
-				postRecv(t, p.srv.conn, recvWR(100, watch.sge(0, 4096)))
-			}
-			res := tc.run(t, e, p)
-			if err := res.err; err != nil {
-				if !errors.Is(err, verbs.ErrInvalidSGE) {
-					t.Fatalf("bad SGE refused at post with %v, want ErrInvalidSGE", err)
-				}
-				t.Logf("refused at post: %v", err)
-				return
-			}
-			mustWC(t, e.waitOne(t, res.cq), res.id, res.op, verbs.StatusLocalProtection, res.conn)
-			if !tc.recv {
-				expectNoDelivery(t, p.srv.rcq, 100*time.Millisecond)
-			}
-		})
+}
+
+// localCases are testLocalProtection's bad local SGEs.
+var localCases = []localCase{
+	{"UnregisteredBuffer", false, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.cli.region(t, 4096, 0)
+		mem := e.cli.memory(t, 4096)
+		wr := sendWR(1, verbs.SGE{Buf: mem.Bytes()[:64], LKey: r.LKey()})
+		return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
+	}},
+	{"WrongLKey", false, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.cli.region(t, 4096, 0)
+		wr := sendWR(1, verbs.SGE{Buf: r.Bytes()[:64], LKey: r.LKey() ^ badKeyBits})
+		return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
+	}},
+	{"PastRegionEnd", false, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.cli.region(t, accessSize, 0)
+		wr := sendWR(1, verbs.SGE{Buf: r.raw()[accessSize-10 : accessSize+10], LKey: r.LKey()})
+		return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
+	}},
+	{"BeforeRegionStart", false, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.cli.regionAt(t, 64, 4096, 0)
+		wr := sendWR(1, verbs.SGE{Buf: r.raw()[60:100], LKey: r.LKey()})
+		return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
+	}},
+	{"OtherPD", false, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.otherPD(t, e.cli).region(t, 4096, 0)
+		return localResult{p.cli.conn.PostSend(sendWR(1, r.sge(0, 64))), p.cli.scq, 1, verbs.OpSend, p.cli.conn}
+	}},
+	{"ReadIntoNoLocalWrite", false, func(t *testing.T, e *env, p *pair) localResult {
+		src := e.srv.region(t, 4096, verbs.AccessRemoteRead)
+		dst := e.cli.region(t, 4096, 0)
+		wr := rdmaWR(1, verbs.OpRDMARead, src.at(0), dst.sge(0, 64))
+		return localResult{p.cli.conn.PostSend(wr), p.cli.scq, 1, verbs.OpRDMARead, p.cli.conn}
+	}},
+	{"ReceiveOutsideRegion", true, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.srv.region(t, accessSize, verbs.AccessLocalWrite)
+		return e.recvThenSend(t, p, verbs.SGE{Buf: r.raw()[accessSize-10 : accessSize+54], LKey: r.LKey()})
+	}},
+	{"ReceiveIntoNoLocalWrite", true, func(t *testing.T, e *env, p *pair) localResult {
+		r := e.srv.region(t, 4096, 0)
+		return e.recvThenSend(t, p, r.sge(0, 64))
+	}},
+}
+
+// runLocalCase posts tc's bad SGE on a fresh connection: it is refused
+// at post with ErrInvalidSGE or completes with StatusLocalProtection, and
+// nothing reaches the peer.
+func runLocalCase(t *testing.T, c config, tc localCase) {
+	e := newEnv(t, c)
+	p := e.connect(t, nil, nil)
+	if !tc.recv {
+		// The server has a receive waiting: it must not
+		// complete with data.
+		watch := e.srv.region(t, 4096, verbs.AccessLocalWrite)
+		postRecv(t, p.srv.conn, recvWR(100, watch.sge(0, 4096)))
+	}
+	res := tc.run(t, e, p)
+	if err := res.err; err != nil {
+		if !errors.Is(err, verbs.ErrInvalidSGE) {
+			t.Fatalf("bad SGE refused at post with %v, want ErrInvalidSGE", err)
+		}
+		t.Logf("refused at post: %v", err)
+		return
+	}
+	mustWC(t, e.waitOne(t, res.cq), res.id, res.op, verbs.StatusLocalProtection, res.conn)
+	if !tc.recv {
+		expectNoDelivery(t, p.srv.rcq, 100*time.Millisecond)
 	}
 }
 

@@ -58,17 +58,37 @@ func BenchRDMA(b *testing.B, f Factory, op verbs.Opcode, size int) {
 	for k := range slots {
 		slots[k] = rdmaWR(0, op, srvMem.at(k*size), cliMem.sge(k*size, size))
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	pipeline(b, ctx, p, slots)
+	b.StopTimer()
+	// Check the last round landed (a Read's completion means placed
+	// locally; a Write's is checked by reading it back).
+	if op == verbs.OpRDMARead {
+		n := min(b.N, depth) * size
+		same(b, "benchmark Read data", cliMem.Bytes()[:n], srvMem.Bytes()[:n])
+		return
+	}
+	check := e.cli.region(b, size, verbs.AccessLocalWrite)
+	post(b, p.cli.conn, rdmaWR(1, verbs.OpRDMARead, srvMem.at(0), check.sge(0, size)))
+	mustWC(b, e.waitOne(b, p.cli.scq), 1, verbs.OpRDMARead, verbs.StatusSuccess, p.cli.conn)
+	same(b, "benchmark Write data", check.Bytes(), cliMem.Bytes()[:size])
+}
+
+// pipeline posts b.N work requests on p's client, keeping up to
+// len(slots) in flight (request i reuses slots[i%len(slots)]), until
+// all have completed successfully.
+func pipeline(b *testing.B, ctx context.Context, p *pair, slots []*verbs.SendWR) {
+	depth := len(slots)
 	wr := func(i int) *verbs.SendWR {
 		w := slots[i%depth]
 		w.ID = uint64(i)
 		return w
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-	defer cancel()
 	wcs := make([]verbs.WC, depth)
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	b.ResetTimer()
 	posted, done := 0, 0
 	for done < b.N {
 		for posted < b.N && posted-done < depth {
@@ -91,16 +111,4 @@ func BenchRDMA(b *testing.B, f Factory, op verbs.Opcode, size int) {
 			}
 		}
 	}
-	b.StopTimer()
-	// Check the last round landed (a Read's completion means placed
-	// locally; a Write's is checked by reading it back).
-	if op == verbs.OpRDMARead {
-		n := min(b.N, depth) * size
-		same(b, "benchmark Read data", cliMem.Bytes()[:n], srvMem.Bytes()[:n])
-		return
-	}
-	check := e.cli.region(b, size, verbs.AccessLocalWrite)
-	post(b, p.cli.conn, rdmaWR(1, verbs.OpRDMARead, srvMem.at(0), check.sge(0, size)))
-	mustWC(b, e.waitOne(b, p.cli.scq), 1, verbs.OpRDMARead, verbs.StatusSuccess, p.cli.conn)
-	same(b, "benchmark Write data", check.Bytes(), cliMem.Bytes()[:size])
 }

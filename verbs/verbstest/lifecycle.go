@@ -151,85 +151,97 @@ func testCQWait(t *testing.T, c config) {
 		t.Fatalf("Poll with no room returned %d", n)
 	}
 
-	t.Run("WakesOnCompletion", func(t *testing.T) {
-		in := e.srv.region(t, 64, verbs.AccessLocalWrite)
-		out := e.cli.region(t, 64, 0)
-		postRecv(t, p.srv.conn, recvWR(1, in.sge(0, 64)))
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-		defer cancel()
-		woke := make(chan error, 1)
-		const idle = 300 * time.Millisecond
-		// What one busy goroutine gets of the CPU right now: all of
-		// idle on a quiet machine, a fraction of it on a loaded one.
-		share := busyShare(idle)
-		cpu0 := cpuTime()
-		go func() { woke <- p.srv.rcq.Wait(ctx) }()
-		select {
-		case err := <-woke:
-			t.Fatalf("Wait returned %v with nothing on the CQ", err)
-		case <-time.After(idle):
-		}
-		// A parked Wait costs almost nothing (well under a millisecond);
-		// a spinning one about what a busy goroutine gets: judged
-		// against that share, not the wall clock, so that a machine
-		// loaded by other processes neither hides a spin nor fakes one.
-		if used := cpuTime() - cpu0; used > max(share/4, time.Millisecond) {
-			t.Errorf("process used %v of CPU during %v of Wait (a busy goroutine got %v just before): not parked", used, idle, share)
-		}
-		post(t, p.cli.conn, sendWR(2, out.sge(0, 64)))
-		select {
-		case err := <-woke:
-			if err != nil {
-				t.Fatalf("Wait after a completion: %v", err)
-			}
-		case <-time.After(c.Timeout):
-			t.Fatal("Wait did not wake on a completion")
-		}
-		mustWC(t, e.waitOne(t, p.srv.rcq), 1, verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
-		mustWC(t, e.waitOne(t, p.cli.scq), 2, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
-	})
+	t.Run("WakesOnCompletion", func(t *testing.T) { cqWaitWakes(t, e, p) })
+	t.Run("Cancel", func(t *testing.T) { cqWaitCancel(t, e, p) })
+	t.Run("Close", func(t *testing.T) { cqWaitClose(t, e) })
+}
 
-	t.Run("Cancel", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		woke := make(chan error, 1)
-		go func() { woke <- p.srv.rcq.Wait(ctx) }()
-		time.Sleep(50 * time.Millisecond)
-		cancel()
-		select {
-		case err := <-woke:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("Wait after cancel: %v, want context.Canceled", err)
-			}
-		case <-time.After(c.Timeout):
-			t.Fatal("Wait did not return after its context was cancelled")
-		}
-	})
-
-	t.Run("Close", func(t *testing.T) {
-		cq, err := e.srv.dev.CreateCQ(16)
+// cqWaitWakes: a Wait with nothing on the CQ stays parked (using next to
+// no CPU) and wakes on a completion.
+func cqWaitWakes(t *testing.T, e *env, p *pair) {
+	c := e.c
+	in := e.srv.region(t, 64, verbs.AccessLocalWrite)
+	out := e.cli.region(t, 64, 0)
+	postRecv(t, p.srv.conn, recvWR(1, in.sge(0, 64)))
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	woke := make(chan error, 1)
+	const idle = 300 * time.Millisecond
+	// What one busy goroutine gets of the CPU right now: all of
+	// idle on a quiet machine, a fraction of it on a loaded one.
+	share := busyShare(idle)
+	cpu0 := cpuTime()
+	go func() { woke <- p.srv.rcq.Wait(ctx) }()
+	select {
+	case err := <-woke:
+		t.Fatalf("Wait returned %v with nothing on the CQ", err)
+	case <-time.After(idle):
+	}
+	// A parked Wait costs almost nothing (well under a millisecond);
+	// a spinning one about what a busy goroutine gets: judged
+	// against that share, not the wall clock, so that a machine
+	// loaded by other processes neither hides a spin nor fakes one.
+	if used := cpuTime() - cpu0; used > max(share/4, time.Millisecond) {
+		t.Errorf("process used %v of CPU during %v of Wait (a busy goroutine got %v just before): not parked", used, idle, share)
+	}
+	post(t, p.cli.conn, sendWR(2, out.sge(0, 64)))
+	select {
+	case err := <-woke:
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Wait after a completion: %v", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
-		defer cancel()
-		woke := make(chan error, 1)
-		go func() { woke <- cq.Wait(ctx) }()
-		time.Sleep(50 * time.Millisecond)
-		if err := cq.Close(); err != nil {
-			t.Errorf("CQ.Close: %v", err)
+	case <-time.After(c.Timeout):
+		t.Fatal("Wait did not wake on a completion")
+	}
+	mustWC(t, e.waitOne(t, p.srv.rcq), 1, verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
+	mustWC(t, e.waitOne(t, p.cli.scq), 2, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
+}
+
+// cqWaitCancel: Wait returns context.Canceled when its context is.
+func cqWaitCancel(t *testing.T, e *env, p *pair) {
+	c := e.c
+	ctx, cancel := context.WithCancel(context.Background())
+	woke := make(chan error, 1)
+	go func() { woke <- p.srv.rcq.Wait(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-woke:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait after cancel: %v, want context.Canceled", err)
 		}
-		select {
-		case err := <-woke:
-			if !errors.Is(err, verbs.ErrClosed) {
-				t.Fatalf("Wait on a closed CQ: %v, want ErrClosed", err)
-			}
-		case <-time.After(c.Timeout):
-			t.Fatal("Wait did not return after the CQ was closed")
+	case <-time.After(c.Timeout):
+		t.Fatal("Wait did not return after its context was cancelled")
+	}
+}
+
+// cqWaitClose: Close wakes a Wait with ErrClosed, and Wait on a closed CQ
+// returns it at once.
+func cqWaitClose(t *testing.T, e *env) {
+	c := e.c
+	cq, err := e.srv.dev.CreateCQ(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	woke := make(chan error, 1)
+	go func() { woke <- cq.Wait(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	if err := cq.Close(); err != nil {
+		t.Errorf("CQ.Close: %v", err)
+	}
+	select {
+	case err := <-woke:
+		if !errors.Is(err, verbs.ErrClosed) {
+			t.Fatalf("Wait on a closed CQ: %v, want ErrClosed", err)
 		}
-		if err := cq.Wait(ctx); !errors.Is(err, verbs.ErrClosed) {
-			t.Errorf("Wait after Close: %v, want ErrClosed", err)
-		}
-	})
+	case <-time.After(c.Timeout):
+		t.Fatal("Wait did not return after the CQ was closed")
+	}
+	if err := cq.Wait(ctx); !errors.Is(err, verbs.ErrClosed) {
+		t.Errorf("Wait after Close: %v, want ErrClosed", err)
+	}
 }
 
 // cpuTime is the CPU time (user and system) the process has used.

@@ -279,6 +279,27 @@ func manyClient(ctx context.Context, e *env, addr string, i int) error {
 	if err := x.send(kindHello, binary.BigEndian.AppendUint32(nil, uint32(i))); err != nil {
 		return err
 	}
+	if err := x.readWrite(local, i); err != nil {
+		return err
+	}
+	if err := x.pings(i); err != nil {
+		return err
+	}
+	if err := x.conn.Disconnect(); err != nil {
+		return fmt.Errorf("%s: Disconnect: %w", x.name, err)
+	}
+	select {
+	case <-x.conn.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: Done not closed after Disconnect: %w", x.name, ctx.Err())
+	}
+}
+
+// readWrite takes the server's region key, reads the region (checking
+// client i's pattern), writes it with another and says so; the server
+// verifies.
+func (x *manyEnd) readWrite(local *region, i int) error {
 	key, err := x.recv(kindKey)
 	if err != nil {
 		return err
@@ -300,9 +321,12 @@ func manyClient(ctx context.Context, e *env, addr string, i int) error {
 	if err := x.do(chain(w, sendWR(3, x.out.sge(0, 1))), 3, verbs.OpSend); err != nil {
 		return err
 	}
-	if _, err := x.recv(kindVerified); err != nil {
-		return err
-	}
+	_, err = x.recv(kindVerified)
+	return err
+}
+
+// pings sends client i's pings and checks each echo.
+func (x *manyEnd) pings(i int) error {
 	for k := range manyPings {
 		ping := pattern(16+(k*97+i*13)%(manySlot-17), uint64(i<<8|k))
 		if err := x.send(kindPing, ping); err != nil {
@@ -316,13 +340,5 @@ func manyClient(ctx context.Context, e *env, addr string, i int) error {
 			return errors.New(d)
 		}
 	}
-	if err := x.conn.Disconnect(); err != nil {
-		return fmt.Errorf("%s: Disconnect: %w", x.name, err)
-	}
-	select {
-	case <-x.conn.Done():
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: Done not closed after Disconnect: %w", x.name, ctx.Err())
-	}
+	return nil
 }

@@ -148,6 +148,44 @@ func (d *device) dialWith(ctx context.Context, addr string, o *options) (*conn, 
 }
 
 func (c *conn) dial(ctx context.Context, o *options, ip net.IP, port int, addr string) error {
+	if err := c.resolve(ctx, ip, port, addr); err != nil {
+		return err
+	}
+	// Receives posted in INIT are there before the peer can send.
+	if err := c.createQP(o); err != nil {
+		return err
+	}
+	if err := c.connect(o, o.ResponderResources, o.InitiatorDepth, false); err != nil {
+		return err
+	}
+	ev, err := c.waitSetup(ctx)
+	if err != nil {
+		return fmt.Errorf("ibverbs: connecting to %s: %w", addr, err)
+	}
+	switch ev.typ {
+	case C.RDMA_CM_EVENT_CONNECT_RESPONSE:
+		c.private = ev.private
+		return c.establish(o)
+	case C.RDMA_CM_EVENT_ESTABLISHED:
+		// iWARP: the kernel's iw_cm moved the QP to RTS itself when the
+		// MPA Reply arrived (there is no RTU and no CONNECT_RESPONSE);
+		// the INIT above already got the remote access the iWARP CM
+		// grants (Remote Write and Read).
+		c.private = ev.private
+		c.finishSetup()
+		return nil
+	case C.RDMA_CM_EVENT_REJECTED:
+		if ev.consumerReject {
+			return &verbs.RejectError{Addr: addr, PrivateData: ev.private}
+		}
+		return fmt.Errorf("ibverbs: connect to %s: %w (%v)", addr, syscall.ECONNREFUSED, ev)
+	}
+	return fmt.Errorf("ibverbs: connect to %s: %v", addr, ev)
+}
+
+// resolve resolves the address and the route to ip:port (addr), which
+// must be reached through c's own device.
+func (c *conn) resolve(ctx context.Context, ip net.IP, port int, addr string) error {
 	src := ipBytes(c.dev.ip)
 	dst := ipBytes(ip)
 	var srcp *C.uint8_t
@@ -169,58 +207,34 @@ func (c *conn) dial(ctx context.Context, o *options, ip net.IP, port int, addr s
 	if c.id.verbs != c.dev.ctx {
 		return fmt.Errorf("ibverbs: %s is reached through another RDMA device than %s", addr, c.dev.name)
 	}
-	// Receives posted in INIT are there before the peer can send.
-	if err := c.createQP(o); err != nil {
+	return nil
+}
+
+// establish answers the CONNECT_RESPONSE of an InfiniBand or RoCE
+// connection. The provider owns the QP: bring it to RTS with our own RNR
+// retry count, then send the RTU.
+func (c *conn) establish(o *options) error {
+	// INIT again first: the QP went to INIT before the CM had a
+	// connection, with no remote access at all (the CM grants
+	// Remote Write, and Remote Read when the peer takes Reads, only
+	// from the reply on), so without this the peer could neither
+	// RDMA Write nor RDMA Read our memory (what librdmacm and the
+	// kernel's rdma_cm do as well). The CM's depths are the
+	// accept's answer to our request.
+	if err := c.modify(C.IBV_QPS_INIT, 0, -1); err != nil {
 		return err
 	}
-	if err := c.connect(o, o.ResponderResources, o.InitiatorDepth, false); err != nil {
+	if err := c.modify(C.IBV_QPS_RTR, 0, -1); err != nil {
 		return err
 	}
-	ev, err := c.waitSetup(ctx)
-	if err != nil {
-		return fmt.Errorf("ibverbs: connecting to %s: %w", addr, err)
+	if err := c.modify(C.IBV_QPS_RTS, o.RNRRetry, -1); err != nil {
+		return err
 	}
-	switch ev.typ {
-	case C.RDMA_CM_EVENT_CONNECT_RESPONSE:
-		// The provider owns the QP: bring it to RTS with our own RNR
-		// retry count, then send the RTU.
-		c.private = ev.private
-		// INIT again first: the QP went to INIT before the CM had a
-		// connection, with no remote access at all (the CM grants
-		// Remote Write, and Remote Read when the peer takes Reads, only
-		// from the reply on), so without this the peer could neither
-		// RDMA Write nor RDMA Read our memory (what librdmacm and the
-		// kernel's rdma_cm do as well). The CM's depths are the
-		// accept's answer to our request.
-		if err := c.modify(C.IBV_QPS_INIT, 0, -1); err != nil {
-			return err
-		}
-		if err := c.modify(C.IBV_QPS_RTR, 0, -1); err != nil {
-			return err
-		}
-		if err := c.modify(C.IBV_QPS_RTS, o.RNRRetry, -1); err != nil {
-			return err
-		}
-		if rc, err := C.rdma_establish(c.id); rc != 0 {
-			return wrap("rdma_establish", err)
-		}
-		c.finishSetup()
-		return nil
-	case C.RDMA_CM_EVENT_ESTABLISHED:
-		// iWARP: the kernel's iw_cm moved the QP to RTS itself when the
-		// MPA Reply arrived (there is no RTU and no CONNECT_RESPONSE);
-		// the INIT above already got the remote access the iWARP CM
-		// grants (Remote Write and Read).
-		c.private = ev.private
-		c.finishSetup()
-		return nil
-	case C.RDMA_CM_EVENT_REJECTED:
-		if ev.consumerReject {
-			return &verbs.RejectError{Addr: addr, PrivateData: ev.private}
-		}
-		return fmt.Errorf("ibverbs: connect to %s: %w (%v)", addr, syscall.ECONNREFUSED, ev)
+	if rc, err := C.rdma_establish(c.id); rc != 0 {
+		return wrap("rdma_establish", err)
 	}
-	return fmt.Errorf("ibverbs: connect to %s: %v", addr, ev)
+	c.finishSetup()
+	return nil
 }
 
 // expect waits for one event type during setup.

@@ -41,14 +41,14 @@ func argsHead(r *xr, op uint32) (Kind, uint32) {
 
 // opSkip is how to skip one operation's arguments or results: a run of
 // fixed-size fields (fixed bytes, read as one Skip), then the rest, if
-// any. The zero opSkip skips nothing: a void arm.
+// any, in up to two steps. The zero opSkip skips nothing: a void arm.
 //
-// rest takes and returns the reader by value: a reader passed by pointer
+// Steps take and return the reader by value: a reader passed by pointer
 // to a function the compiler cannot see would escape, and every walk
 // would allocate it.
 type opSkip struct {
-	fixed int
-	rest  func(xr) xr
+	fixed      int
+	rest, then func(xr) xr
 }
 
 // opTable holds an opSkip for each operation number up to the last one
@@ -71,6 +71,9 @@ func (t *opTable) skip(r *xr, op uint32) bool {
 	if s.rest != nil {
 		*r = s.rest(*r)
 	}
+	if s.then != nil {
+		*r = s.then(*r)
+	}
 	return true
 }
 
@@ -78,6 +81,7 @@ func (t *opTable) skip(r *xr, op uint32) bool {
 func anyOpaqueStep(r xr) xr      { r.anyOpaque(); return r }
 func bitmapStep(r xr) xr         { r.bitmap(); return r }
 func cbSecParmsStep(r xr) xr     { r.cbSecParms(); return r }
+func channelAttrsStep(r xr) xr   { r.channelAttrs(); return r }
 func fattrStep(r xr) xr          { r.fattr(); return r }
 func fhStep(r xr) xr             { r.fh(); return r }
 func netlocStep(r xr) xr         { r.netloc(); return r }
@@ -138,17 +142,17 @@ var nfs4Args = opTable{
 	// length4 length; length4 minlength; stateid4; count4 maxcount
 	opLayoutGet: {fixed: 12 + 24 + stateidSize + 4},
 
-	opLookup:      {rest: utf8Step}, // component4
-	opLink:        {rest: utf8Step}, // component4
-	opRemove:      {rest: utf8Step}, // component4
-	opSecinfo:     {rest: utf8Step}, // component4
-	opGetXattr:    {rest: utf8Step}, // xattrkey4
-	opRemoveXattr: {rest: utf8Step}, // xattrkey4
-	opRename:      {rest: renameArgs},
-	opPutFH:       {rest: fhStep},     // nfs_fh4 object
-	opGetattr:     {rest: bitmapStep}, // bitmap4 attr_request
-	opVerify:      {rest: fattrStep},  // fattr4 obj_attributes
-	opNVerify:     {rest: fattrStep},  // fattr4 obj_attributes
+	opLookup:      {rest: utf8Step},                 // component4
+	opLink:        {rest: utf8Step},                 // component4
+	opRemove:      {rest: utf8Step},                 // component4
+	opSecinfo:     {rest: utf8Step},                 // component4
+	opGetXattr:    {rest: utf8Step},                 // xattrkey4
+	opRemoveXattr: {rest: utf8Step},                 // xattrkey4
+	opRename:      {rest: utf8Step, then: utf8Step}, // component4 oldname, newname
+	opPutFH:       {rest: fhStep},                   // nfs_fh4 object
+	opGetattr:     {rest: bitmapStep},               // bitmap4 attr_request
+	opVerify:      {rest: fattrStep},                // fattr4 obj_attributes
+	opNVerify:     {rest: fattrStep},                // fattr4 obj_attributes
 	// stateid4 stateid; fattr4 obj_attributes
 	opSetattr: {fixed: stateidSize, rest: fattrStep},
 	// nfs_cookie4; verifier4; count4 dircount; count4 maxcount; bitmap4
@@ -172,7 +176,7 @@ var nfs4Args = opTable{
 	opLayoutCommit:  {rest: layoutCommitArgs},
 	// bool reclaim; layouttype4; layoutiomode4; then layoutReturnArgs
 	opLayoutReturn: {fixed: 12, rest: layoutReturnArgs},
-	opSetSSV:       {rest: setSSVArgs},
+	opSetSSV:       {rest: anyOpaqueStep, then: anyOpaqueStep}, // opaque ssa_ssv<>; opaque ssa_digest<>
 	opTestStateID:  {rest: testStateIDArgs},
 	// uint32_t wda_want; then delegClaimArgs
 	opWantDelegation: {fixed: 4, rest: delegClaimArgs},
@@ -193,15 +197,8 @@ var nfs4Args = opTable{
 	//  length4 reloff_blocknum, count4 block_num, length4 reloff_pattern,
 	//  opaque adb_pattern<>)
 	opWriteSame: {fixed: stateidSize + 4 + 8 + 8 + 8 + 8 + 4 + 8, rest: anyOpaqueStep},
-	// setxattr_option4 sxa_option; then setXattrArgs
-	opSetXattr: {fixed: 4, rest: setXattrArgs},
-}
-
-// renameArgs: component4 oldname; component4 newname.
-func renameArgs(r xr) xr {
-	r.utf8()
-	r.utf8()
-	return r
+	// setxattr_option4 sxa_option; xattrkey4 sxa_key; xattrvalue4 sxa_value
+	opSetXattr: {fixed: 4, rest: utf8Step, then: anyOpaqueStep},
 }
 
 // setClientIDArgs skips SETCLIENTID4args after the client's verifier4:
@@ -252,13 +249,6 @@ func layoutReturnArgs(r xr) xr {
 	return r
 }
 
-// setSSVArgs: opaque ssa_ssv<>; opaque ssa_digest<>.
-func setSSVArgs(r xr) xr {
-	r.Opaque(-1)
-	r.Opaque(-1)
-	return r
-}
-
 // testStateIDArgs: stateid4 ts_stateids<>.
 func testStateIDArgs(r xr) xr {
 	n := r.ArrayLen(-1, stateidSize)
@@ -287,14 +277,6 @@ func delegClaimArgs(r xr) xr {
 func deviceErrors(r xr) xr {
 	n := r.ArrayLen(-1, deviceIDSize+8)
 	r.Skip(n * (deviceIDSize + 8))
-	return r
-}
-
-// setXattrArgs skips SETXATTR4args after sxa_option: xattrkey4 sxa_key;
-// xattrvalue4 sxa_value.
-func setXattrArgs(r xr) xr {
-	r.utf8()
-	r.Opaque(-1)
 	return r
 }
 

@@ -74,15 +74,17 @@ var nfs4Results = opTable{
 	opGetFH:   {rest: fhStep},     // nfs_fh4 object
 	opSetattr: {rest: bitmapStep}, // bitmap4 attrsset (after any status: see resultsError)
 	opReaddir: {rest: readdirResults},
-	// stateid4 stateid; change_info4 cinfo; uint32_t rflags; then openResults
-	opOpen:          {fixed: stateidSize + changeInfoSize + 4, rest: openResults},
+	// stateid4 stateid; change_info4 cinfo; uint32_t rflags;
+	// bitmap4 attrset; open_delegation4 delegation
+	opOpen:          {fixed: stateidSize + changeInfoSize + 4, rest: bitmapStep, then: openDelegationStep},
 	opSecinfo:       {rest: secinfosStep}, // secinfo4 SECINFO4resok<>
 	opSecinfoNoName: {rest: secinfosStep},
 	opExchangeID:    {rest: exchangeIDResults},
 	// sessionid4; sequenceid4; uint32_t flags; channel_attrs4 fore, back
-	opCreateSession:    {fixed: sessionIDSize + 8, rest: channelAttrsPair},
+	opCreateSession:    {fixed: sessionIDSize + 8, rest: channelAttrsStep, then: channelAttrsStep},
 	opGetDirDelegation: {rest: getDirDelegationResults},
-	opGetDeviceInfo:    {rest: getDeviceInfoResults},
+	// device_addr4 gdir_device_addr; bitmap4 notification
+	opGetDeviceInfo: {rest: typedBodyStep, then: bitmapStep},
 	// nfs_cookie4; verifier4; then deviceIDList
 	opGetDeviceList: {fixed: 8 + verifierSize, rest: deviceIDList},
 	opLayoutCommit:  {rest: layoutCommitResults},
@@ -105,22 +107,6 @@ var nfs4Results = opTable{
 	opListXattrs: {fixed: 8, rest: xattrNames},
 }
 
-// openResults skips OPEN4resok after its fixed head: bitmap4 attrset;
-// open_delegation4 delegation.
-func openResults(r xr) xr {
-	r.bitmap()
-	r.openDelegation()
-	return r
-}
-
-// channelAttrsPair skips the two channel_attrs4 (fore, back) of
-// CREATE_SESSION4resok.
-func channelAttrsPair(r xr) xr {
-	r.channelAttrs()
-	r.channelAttrs()
-	return r
-}
-
 // getDirDelegationResults skips GET_DIR_DELEGATION4res_non_fatal:
 //
 //	union GET_DIR_DELEGATION4res_non_fatal switch (gddrnf4_status) {
@@ -140,13 +126,6 @@ func getDirDelegationResults(r xr) xr {
 	default:
 		r.bad("GET_DIR_DELEGATION4res_non_fatal", s)
 	}
-	return r
-}
-
-// getDeviceInfoResults: device_addr4 gdir_device_addr; bitmap4 notification.
-func getDeviceInfoResults(r xr) xr {
-	r.typedBody()
-	r.bitmap()
 	return r
 }
 

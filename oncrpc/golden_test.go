@@ -60,66 +60,46 @@ func checkCall(t *testing.T, kv map[string]string, h *CallHeader) {
 // it again byte for byte. The payload (sidecar data.offset) must start
 // after the header.
 func TestGoldenTCPHeaders(t *testing.T) {
-	txts, _ := filepath.Glob(filepath.Join(golden.Dir(), "*.txt"))
-	if len(txts) == 0 {
-		t.Skip("no golden captures in " + golden.Dir())
-	}
-	ran := 0
-	for _, txt := range txts {
-		name := strings.TrimSuffix(filepath.Base(txt), ".txt")
-		t.Run(name, func(t *testing.T) {
-			kv := golden.Sidecar(t, txt)
-			if kv["record.includes_fraghdr"] != "1" {
-				t.Skip("not a TCP record")
-			}
-			ran++
-			bin, err := os.ReadFile(strings.TrimSuffix(txt, ".txt") + ".bin")
-			if err != nil {
+	golden.TCPRecords(t, func(t *testing.T, kv map[string]string, bin []byte) {
+		body := bin[4:] // single fragment (record.fragments=1) in all captures
+		xid, mt, err := PeekMsgType(body)
+		if err != nil || xid != golden.Num(t, kv, "rpc.xid") || mt != MsgType(golden.Num(t, kv, "rpc.msgtyp")) {
+			t.Fatalf("PeekMsgType = %#x, %d, %v", xid, mt, err)
+		}
+		var hdrLen int
+		buf := make([]byte, 512)
+		e := xdr.NewEncoder(buf)
+		if mt == Call {
+			var h CallHeader
+			if hdrLen, err = h.Decode(body); err != nil {
 				t.Fatal(err)
 			}
-			body := bin[4:] // single fragment (record.fragments=1) in all captures
-			xid, mt, err := PeekMsgType(body)
-			if err != nil || xid != golden.Num(t, kv, "rpc.xid") || mt != MsgType(golden.Num(t, kv, "rpc.msgtyp")) {
-				t.Fatalf("PeekMsgType = %#x, %d, %v", xid, mt, err)
+			checkCall(t, kv, &h)
+			if w, err := GSSBodyWrapped(h.Cred); w || err != nil {
+				t.Fatalf("GSSBodyWrapped on AUTH_SYS/NONE: %v %v", w, err)
 			}
-			var hdrLen int
-			buf := make([]byte, 512)
-			e := xdr.NewEncoder(buf)
-			if mt == Call {
-				var h CallHeader
-				if hdrLen, err = h.Decode(body); err != nil {
-					t.Fatal(err)
-				}
-				checkCall(t, kv, &h)
-				if w, err := GSSBodyWrapped(h.Cred); w || err != nil {
-					t.Fatalf("GSSBodyWrapped on AUTH_SYS/NONE: %v %v", w, err)
-				}
-				err = h.Encode(&e)
-			} else {
-				var h ReplyHeader
-				if hdrLen, err = h.Decode(body); err != nil {
-					t.Fatal(err)
-				}
-				if h.XID != xid || h.Stat != ReplyStat(golden.Num(t, kv, "rpc.replystat")) ||
-					h.AcceptStat != AcceptStat(golden.Num(t, kv, "rpc.state_accept")) ||
-					h.Verf.Flavor != flavors(t, kv)[0] {
-					t.Fatalf("reply header %+v", h)
-				}
-				err = h.Encode(&e)
+			err = h.Encode(&e)
+		} else {
+			var h ReplyHeader
+			if hdrLen, err = h.Decode(body); err != nil {
+				t.Fatal(err)
 			}
-			if err != nil || !bytes.Equal(e.Bytes(), body[:hdrLen]) {
-				t.Fatalf("re-encoded header %x\ncaptured          %x (%v)", e.Bytes(), body[:hdrLen], err)
+			if h.XID != xid || h.Stat != ReplyStat(golden.Num(t, kv, "rpc.replystat")) ||
+				h.AcceptStat != AcceptStat(golden.Num(t, kv, "rpc.state_accept")) ||
+				h.Verf.Flavor != flavors(t, kv)[0] {
+				t.Fatalf("reply header %+v", h)
 			}
-			if _, ok := kv["data.offset"]; ok {
-				if off := int(golden.Num(t, kv, "data.offset")) - 4; off < hdrLen {
-					t.Fatalf("payload at %d inside the RPC header (%d bytes)", off, hdrLen)
-				}
+			err = h.Encode(&e)
+		}
+		if err != nil || !bytes.Equal(e.Bytes(), body[:hdrLen]) {
+			t.Fatalf("re-encoded header %x\ncaptured          %x (%v)", e.Bytes(), body[:hdrLen], err)
+		}
+		if _, ok := kv["data.offset"]; ok {
+			if off := int(golden.Num(t, kv, "data.offset")) - 4; off < hdrLen {
+				t.Fatalf("payload at %d inside the RPC header (%d bytes)", off, hdrLen)
 			}
-		})
-	}
-	if ran == 0 {
-		t.Fatal("no TCP records found among the golden captures")
-	}
+		}
+	})
 }
 
 // TestGoldenKernelClientCalls decodes the RPC calls the Linux 6.1

@@ -53,3 +53,33 @@ func Num(tb testing.TB, kv map[string]string, key string) uint32 {
 	}
 	return uint32(v)
 }
+
+// TCPRecords runs check, as a subtest named for the capture, on every
+// capture that is a whole TCP record (sidecar record.includes_fraghdr=1):
+// its sidecar and its bytes, record mark included. It skips t when there
+// are no captures and fails it when none of them is a TCP record.
+func TCPRecords(t *testing.T, check func(t *testing.T, kv map[string]string, bin []byte)) {
+	t.Helper()
+	txts, _ := filepath.Glob(filepath.Join(Dir(), "*.txt"))
+	if len(txts) == 0 {
+		t.Skip("no golden captures in " + Dir())
+	}
+	ran := 0
+	for _, txt := range txts {
+		t.Run(strings.TrimSuffix(filepath.Base(txt), ".txt"), func(t *testing.T) {
+			kv := Sidecar(t, txt)
+			if kv["record.includes_fraghdr"] != "1" {
+				t.Skip("not a TCP record")
+			}
+			ran++
+			bin, err := os.ReadFile(strings.TrimSuffix(txt, ".txt") + ".bin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, kv, bin)
+		})
+	}
+	if ran == 0 {
+		t.Fatal("no TCP records found among the golden captures")
+	}
+}

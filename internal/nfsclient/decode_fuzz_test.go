@@ -435,13 +435,13 @@ func cbSeqArgs(call []byte) (sid string, seq, slot uint32, ok bool) {
 	}
 	d := nfsproto.NewDec(call[n:])
 	d.Opaque(opaqueLimit)
-	d.U32()
-	d.U32()
-	if d.U32() == 0 || d.U32() != opCBSequence {
+	d.Uint32()
+	d.Uint32()
+	if d.Uint32() == 0 || d.Uint32() != opCBSequence {
 		return "", 0, 0, false
 	}
-	sid = string(d.Fixed(sessionIDLen))
-	seq, slot = d.U32(), d.U32()
+	sid = string(d.FixedOpaque(sessionIDLen))
+	seq, slot = d.Uint32(), d.Uint32()
 	return sid, seq, slot, d.Err() == nil
 }
 
@@ -467,17 +467,17 @@ func checkCBReply(t *testing.T, call, reply []byte) bool {
 		return false
 	}
 	d := nfsproto.NewDec(reply[n:])
-	d.U32() // status
+	d.Uint32() // status
 	d.Opaque(opaqueLimit)
-	nres := d.U32()
+	nres := d.Uint32()
 	if d.Err() != nil || nres > 64 {
 		t.Fatalf("CB_COMPOUND4res: %v, %d results", d.Err(), nres)
 	}
 	seqOK := false
 	for i := range nres {
-		op, st := d.U32(), d.U32()
+		op, st := d.Uint32(), d.Uint32()
 		if op == opCBSequence && st == uint32(NFS4OK) {
-			body := d.Fixed(sessionIDLen + 16)
+			body := d.FixedOpaque(sessionIDLen + 16)
 			if i == 0 && d.Err() == nil {
 				seqOK = true
 				// The result names the request's session, sequence

@@ -29,7 +29,7 @@ func putDirOp(e *xdr.Encoder, dir []byte, name string) {
 // checkStatus reads an nfsstat3 and returns it as an error when it is not
 // NFS3_OK (nil otherwise).
 func checkStatus(d *nfsproto.Dec) error {
-	st := nfsproto.Status(d.U32())
+	st := nfsproto.Status(d.Uint32())
 	if err := d.Err(); err != nil {
 		return err
 	}

@@ -47,16 +47,16 @@ func (m *Mount) Mnt(ctx context.Context, path string) (fh []byte, flavors []uint
 	if err != nil {
 		return nil, nil, err
 	}
-	if st := d.U32(); st != nfsproto.MNT3OK {
+	if st := d.Uint32(); st != nfsproto.MNT3OK {
 		if d.Err() != nil {
 			return nil, nil, d.Err()
 		}
 		return nil, nil, MountError(st)
 	}
 	fh = nfsproto.FH(d)
-	n := int(d.U32())
+	n := int(d.Uint32())
 	for i := 0; i < n && d.Err() == nil; i++ {
-		flavors = append(flavors, d.U32())
+		flavors = append(flavors, d.Uint32())
 	}
 	return fh, flavors, d.Err()
 }

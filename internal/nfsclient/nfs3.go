@@ -102,7 +102,7 @@ func (c *V3) Access(ctx context.Context, fh []byte, mask uint32) (uint32, error)
 		return 0, err
 	}
 	nfsproto.PostOpAttr(d)
-	v := d.U32()
+	v := d.Uint32()
 	return v, d.Err()
 }
 
@@ -139,7 +139,7 @@ func (c *V3) Read(ctx context.Context, fh []byte, off uint64, count uint32) (dat
 		return nil, false, err
 	}
 	nfsproto.PostOpAttr(d)
-	n := d.U32()
+	n := d.Uint32()
 	eof = d.Bool()
 	data = d.Opaque(-1)
 	if d.Err() == nil && int(n) != len(data) {
@@ -177,9 +177,9 @@ func (c *V3) Write(ctx context.Context, fh []byte, off uint64, data []byte, stab
 	}
 	var wcc nfsproto.Wcc
 	wcc.Decode(d)
-	r.Count = d.U32()
-	r.Committed = d.U32()
-	copy(r.Verf[:], d.Fixed(nfsproto.VerfSize))
+	r.Count = d.Uint32()
+	r.Committed = d.Uint32()
+	copy(r.Verf[:], d.FixedOpaque(nfsproto.VerfSize))
 	return r, d.Err()
 }
 
@@ -204,6 +204,6 @@ func (c *V3) Commit(ctx context.Context, fh []byte, off uint64, count uint32) ([
 	}
 	var wcc nfsproto.Wcc
 	wcc.Decode(d)
-	copy(v[:], d.Fixed(nfsproto.VerfSize))
+	copy(v[:], d.FixedOpaque(nfsproto.VerfSize))
 	return v, d.Err()
 }

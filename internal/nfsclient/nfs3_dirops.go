@@ -144,10 +144,10 @@ func (c *V3) ReadDirPlus(ctx context.Context, dir []byte, maxcount uint32) ([]Di
 			return nil, err
 		}
 		nfsproto.PostOpAttr(d)
-		copy(verf[:], d.Fixed(nfsproto.VerfSize))
+		copy(verf[:], d.FixedOpaque(nfsproto.VerfSize))
 		n := 0
 		for d.Bool() {
-			ent := DirEntry{FileID: d.U64(), Name: string(d.Opaque(nfsproto.MaxName)), Cookie: d.U64()}
+			ent := DirEntry{FileID: d.Uint64(), Name: string(d.Opaque(nfsproto.MaxName)), Cookie: d.Uint64()}
 			if a, ok := nfsproto.PostOpAttr(d); ok {
 				ent.Attr = &a
 			}
@@ -205,9 +205,9 @@ func (c *V3) ReadDir(ctx context.Context, dir []byte, cookie uint64, verf [nfspr
 		return p, err
 	}
 	nfsproto.PostOpAttr(d)
-	copy(p.Verf[:], d.Fixed(nfsproto.VerfSize))
+	copy(p.Verf[:], d.FixedOpaque(nfsproto.VerfSize))
 	for d.Bool() {
-		p.Entries = append(p.Entries, DirEntry{FileID: d.U64(), Name: string(d.Opaque(nfsproto.MaxName)), Cookie: d.U64()})
+		p.Entries = append(p.Entries, DirEntry{FileID: d.Uint64(), Name: string(d.Opaque(nfsproto.MaxName)), Cookie: d.Uint64()})
 	}
 	p.EOF = d.Bool()
 	return p, d.Err()

@@ -24,8 +24,8 @@ func (c *V3) Fsstat(ctx context.Context, fh []byte) (FSStat, error) {
 		return s, err
 	}
 	nfsproto.PostOpAttr(d)
-	s = FSStat{TBytes: d.U64(), FBytes: d.U64(), ABytes: d.U64(),
-		TFiles: d.U64(), FFiles: d.U64(), AFiles: d.U64(), InvarSec: d.U32()}
+	s = FSStat{TBytes: d.Uint64(), FBytes: d.Uint64(), ABytes: d.Uint64(),
+		TFiles: d.Uint64(), FFiles: d.Uint64(), AFiles: d.Uint64(), InvarSec: d.Uint32()}
 	return s, d.Err()
 }
 
@@ -50,9 +50,9 @@ func (c *V3) Fsinfo(ctx context.Context, fh []byte) (FSInfo, error) {
 		return s, err
 	}
 	nfsproto.PostOpAttr(d)
-	s = FSInfo{RTMax: d.U32(), RTPref: d.U32(), RTMult: d.U32(),
-		WTMax: d.U32(), WTPref: d.U32(), WTMult: d.U32(), DTPref: d.U32(),
-		MaxFileSize: d.U64(), TimeDelta: d.Time(), Properties: d.U32()}
+	s = FSInfo{RTMax: d.Uint32(), RTPref: d.Uint32(), RTMult: d.Uint32(),
+		WTMax: d.Uint32(), WTPref: d.Uint32(), WTMult: d.Uint32(), DTPref: d.Uint32(),
+		MaxFileSize: d.Uint64(), TimeDelta: d.Time(), Properties: d.Uint32()}
 	return s, d.Err()
 }
 
@@ -73,7 +73,7 @@ func (c *V3) Pathconf(ctx context.Context, fh []byte) (PathConf, error) {
 		return p, err
 	}
 	nfsproto.PostOpAttr(d)
-	p = PathConf{LinkMax: d.U32(), NameMax: d.U32(), NoTrunc: d.Bool(),
+	p = PathConf{LinkMax: d.Uint32(), NameMax: d.Uint32(), NoTrunc: d.Bool(),
 		ChownRestricted: d.Bool(), CaseInsensitive: d.Bool(), CasePreserving: d.Bool()}
 	return p, d.Err()
 }

@@ -49,14 +49,14 @@ func putGetattr(e *xdr.Encoder) {
 // unreadable, so it fails the decode.
 func decodeFattr4(d *nfsproto.Dec) Attr4 {
 	var a Attr4
-	n := int(d.U32())
+	n := int(d.Uint32())
 	if n > 8 {
 		d.Fail(nfsproto.ErrBadEnum)
 		return a
 	}
 	var mask [8]uint32
 	for i := range n {
-		mask[i] = d.U32()
+		mask[i] = d.Uint32()
 	}
 	vals := nfsproto.NewDec(d.Opaque(-1))
 	if mask[0]&^attr4Want[0] != 0 || mask[1]&^attr4Want[1] != 0 {
@@ -65,26 +65,26 @@ func decodeFattr4(d *nfsproto.Dec) Attr4 {
 	}
 	has := func(bit int) bool { return mask[bit/32]&(1<<(bit%32)) != 0 }
 	if has(fattr4Type) {
-		a.Type = vals.U32()
+		a.Type = vals.Uint32()
 	}
 	if has(fattr4Change) {
-		a.Change = vals.U64()
+		a.Change = vals.Uint64()
 	}
 	if has(fattr4Size) {
-		a.Size = vals.U64()
+		a.Size = vals.Uint64()
 	}
 	if has(fattr4FileID) {
-		a.FileID = vals.U64()
+		a.FileID = vals.Uint64()
 	}
 	if has(fattr4Mode) {
-		a.Mode = vals.U32()
+		a.Mode = vals.Uint32()
 	}
 	if has(fattr4NumLinks) {
-		a.NumLinks = vals.U32()
+		a.NumLinks = vals.Uint32()
 	}
 	if has(fattr4TimeModify) {
-		sec := vals.U64()
-		a.Mtime = nfsproto.Time{Sec: uint32(sec), Nsec: vals.U32()}
+		sec := vals.Uint64()
+		a.Mtime = nfsproto.Time{Sec: uint32(sec), Nsec: vals.Uint32()}
 	}
 	if err := vals.Err(); err != nil {
 		d.Fail(err)
@@ -110,14 +110,14 @@ func (c *V4) TransferLimits(ctx context.Context, fh []byte) (maxRead, maxWrite u
 	if err := result(d, op4Getattr); err != nil {
 		return 0, 0, err
 	}
-	n := d.U32()
-	if n < 1 || d.U32() != 1<<30|1<<31 {
+	n := d.Uint32()
+	if n < 1 || d.Uint32() != 1<<30|1<<31 {
 		return 0, 0, fmt.Errorf("nfsclient: GETATTR maxread/maxwrite returned another bitmap")
 	}
 	for range min(n-1, 8) {
-		d.U32()
+		d.Uint32()
 	}
-	d.U32() // attrlist4 length
-	maxRead, maxWrite = d.U64(), d.U64()
+	d.Uint32() // attrlist4 length
+	maxRead, maxWrite = d.Uint64(), d.Uint64()
 	return maxRead, maxWrite, d.Err()
 }

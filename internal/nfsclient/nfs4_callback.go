@@ -223,9 +223,9 @@ func (c *V4) serveCallback(call []byte) []byte {
 func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 	d := nfsproto.NewDec(args)
 	tag := d.Opaque(opaqueLimit)
-	minor := d.U32()
-	d.U32() // callback_ident
-	nops := d.U32()
+	minor := d.Uint32()
+	d.Uint32() // callback_ident
+	nops := d.Uint32()
 	if d.Err() != nil || nops > 64 {
 		return false
 	}
@@ -236,7 +236,7 @@ func (c *V4) cbCompound(args []byte, e *xdr.Encoder) bool {
 	}
 	var slot *cbSlot
 	for i := uint32(0); i < nops && status == uint32(NFS4OK); i++ {
-		op := d.U32()
+		op := d.Uint32()
 		if d.Err() != nil {
 			return c.garbage(slot)
 		}
@@ -323,16 +323,16 @@ func putCBCompoundRes(e *xdr.Encoder, status uint32, tag []byte, results []cbOpR
 // It returns the status, the slot (when the request is new), the result
 // body, or the cached reply of a retransmission.
 func (c *V4) cbSequence(d *nfsproto.Dec, idx uint32) (uint32, *cbSlot, []byte, []byte) {
-	sid := d.Fixed(sessionIDLen)
-	seq := d.U32()
-	slotID := d.U32()
-	highest := d.U32()
-	d.Bool()                                         // cachethis
-	for n := d.U32(); n > 0 && d.Err() == nil; n-- { // referring_call_lists
-		d.Fixed(sessionIDLen)
-		for m := d.U32(); m > 0 && d.Err() == nil; m-- {
-			d.U32()
-			d.U32()
+	sid := d.FixedOpaque(sessionIDLen)
+	seq := d.Uint32()
+	slotID := d.Uint32()
+	highest := d.Uint32()
+	d.Bool()                                            // cachethis
+	for n := d.Uint32(); n > 0 && d.Err() == nil; n-- { // referring_call_lists
+		d.FixedOpaque(sessionIDLen)
+		for m := d.Uint32(); m > 0 && d.Err() == nil; m-- {
+			d.Uint32()
+			d.Uint32()
 		}
 	}
 	if d.Err() != nil {
@@ -372,7 +372,7 @@ func (c *V4) cbSequence(d *nfsproto.Dec, idx uint32) (uint32, *cbSlot, []byte, [
 
 // cbRecall takes CB_RECALL: the delegation is returned in the background.
 func (c *V4) cbRecall(d *nfsproto.Dec) uint32 {
-	st := d.Fixed(stateidLen)
+	st := d.FixedOpaque(stateidLen)
 	d.Bool() // truncate
 	d.Opaque(fh4Max)
 	if d.Err() != nil {
@@ -451,11 +451,11 @@ func (c *V4) OpenReadDeleg(ctx context.Context, dir []byte, name string) (*Open4
 		return nil, nil, err
 	}
 	f := &Open4{}
-	copy(f.Stateid[:], d.Fixed(stateidLen))
+	copy(f.Stateid[:], d.FixedOpaque(stateidLen))
 	d.Bool()
-	d.U64()
-	d.U64()
-	d.U32()
+	d.Uint64()
+	d.Uint64()
+	d.Uint32()
 	skipBitmap(d)
 	dg := decodeDelegation(d)
 	if err := d.Err(); err != nil {
@@ -479,26 +479,26 @@ func (c *V4) OpenReadDeleg(ctx context.Context, dir []byte, name string) (*Open4
 // granted, nil if none.
 func decodeDelegation(d *nfsproto.Dec) *Delegation {
 	var dg *Delegation
-	switch kind := d.U32(); kind {
+	switch kind := d.Uint32(); kind {
 	case 1, 2:
 		dg = &Delegation{Write: kind == 2}
-		copy(dg.Stateid[:], d.Fixed(stateidLen))
+		copy(dg.Stateid[:], d.FixedOpaque(stateidLen))
 		d.Bool()
 		if kind == 2 {
-			if d.U32() == 1 {
-				d.U64()
+			if d.Uint32() == 1 {
+				d.Uint64()
 			} else {
-				d.U32()
-				d.U32()
+				d.Uint32()
+				d.Uint32()
 			}
 		}
-		d.U32()
-		d.U32()
-		d.U32()
+		d.Uint32()
+		d.Uint32()
+		d.Uint32()
 		d.Opaque(opaqueLimit)
 	case 0:
 	case 3:
-		if why := d.U32(); why == 1 || why == 2 {
+		if why := d.Uint32(); why == 1 || why == 2 {
 			d.Bool()
 		}
 	default:

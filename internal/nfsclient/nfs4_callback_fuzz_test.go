@@ -298,22 +298,22 @@ func cbfCheckRes(t *testing.T, args, res []byte) {
 	t.Helper()
 	da := nfsproto.NewDec(args)
 	tag := da.Opaque(opaqueLimit)
-	minor := da.U32()
-	da.U32()
-	nops := da.U32()
+	minor := da.Uint32()
+	da.Uint32()
+	nops := da.Uint32()
 	var seqSID []byte
 	var seq, slot uint32
-	if da.U32() == opCBSequence {
-		seqSID = da.Fixed(sessionIDLen)
-		seq, slot = da.U32(), da.U32()
+	if da.Uint32() == opCBSequence {
+		seqSID = da.FixedOpaque(sessionIDLen)
+		seq, slot = da.Uint32(), da.Uint32()
 	}
 
 	d := nfsproto.NewDec(res)
-	status := d.U32()
+	status := d.Uint32()
 	if got := d.Opaque(opaqueLimit); d.Err() != nil || !bytes.Equal(got, tag) {
 		t.Fatalf("tag %q, want %q (%v)", got, tag, d.Err())
 	}
-	nres := d.U32()
+	nres := d.Uint32()
 	if d.Err() != nil || nres > nops {
 		t.Fatalf("%d results for %d operations (%v)", nres, nops, d.Err())
 	}
@@ -327,12 +327,12 @@ func cbfCheckRes(t *testing.T, args, res []byte) {
 		if last != uint32(NFS4OK) {
 			t.Fatalf("result %d follows a failed one (%d)", i, last)
 		}
-		op, st := d.U32(), d.U32()
+		op, st := d.Uint32(), d.Uint32()
 		if op == opCBSequence && st == uint32(NFS4OK) {
 			if i != 0 {
 				t.Fatalf("CB_SEQUENCE succeeded at position %d", i)
 			}
-			body := d.Fixed(sessionIDLen + 16)
+			body := d.FixedOpaque(sessionIDLen + 16)
 			if d.Err() != nil || !bytes.Equal(body[:sessionIDLen], seqSID) ||
 				binary.BigEndian.Uint32(body[16:]) != seq || binary.BigEndian.Uint32(body[20:]) != slot {
 				t.Fatalf("CB_SEQUENCE result %x for session %x seq %d slot %d", body, seqSID, seq, slot)

@@ -59,17 +59,17 @@ func (c *V4) compound(ctx context.Context, size, n int, put func(e *xdr.Encoder)
 		return nil, err
 	}
 	d := nfsproto.NewDec(res)
-	d.U32()               // overall status: the failing op's, read from it
+	d.Uint32()            // overall status: the failing op's, read from it
 	d.Opaque(opaqueLimit) // tag
-	d.U32()               // number of results
+	d.Uint32()            // number of results
 	return d, d.Err()
 }
 
 // result reads the header of an operation's result: it must be op, with
 // NFS4_OK.
 func result(d *nfsproto.Dec, op uint32) error {
-	got := d.U32()
-	st := Status4(d.U32())
+	got := d.Uint32()
+	st := Status4(d.Uint32())
 	if err := d.Err(); err != nil {
 		return err
 	}

@@ -127,11 +127,11 @@ func (c *V4) Open(ctx context.Context, dir []byte, name string, create bool) (*O
 		return nil, err
 	}
 	f := &Open4{}
-	copy(f.Stateid[:], d.Fixed(stateidLen))
+	copy(f.Stateid[:], d.FixedOpaque(stateidLen))
 	d.Bool() // change_info4: atomic, before, after
-	d.U64()
-	d.U64()
-	d.U32() // rflags
+	d.Uint64()
+	d.Uint64()
+	d.Uint32() // rflags
 	skipBitmap(d)
 	skipDelegation(d)
 	if err := d.Err(); err != nil {
@@ -145,41 +145,41 @@ func (c *V4) Open(ctx context.Context, dir []byte, name string, create bool) (*O
 }
 
 func skipBitmap(d *nfsproto.Dec) {
-	n := d.U32()
+	n := d.Uint32()
 	if n > 8 {
 		d.Fail(nfsproto.ErrBadEnum)
 		return
 	}
 	for range n {
-		d.U32()
+		d.Uint32()
 	}
 }
 
 // skipDelegation reads an open_delegation4: we never ask for
 // delegations, but a server may grant one.
 func skipDelegation(d *nfsproto.Dec) {
-	switch kind := d.U32(); kind {
+	switch kind := d.Uint32(); kind {
 	case 0: // OPEN_DELEGATE_NONE
 	case 1, 2: // READ, WRITE: stateid, recall, [space limit,] permissions
-		d.Fixed(stateidLen)
+		d.FixedOpaque(stateidLen)
 		d.Bool()
 		if kind == 2 {
-			switch d.U32() { // nfs_space_limit4
+			switch d.Uint32() { // nfs_space_limit4
 			case 1: // NFS_LIMIT_SIZE
-				d.U64()
+				d.Uint64()
 			case 2: // NFS_LIMIT_BLOCKS
-				d.U32()
-				d.U32()
+				d.Uint32()
+				d.Uint32()
 			default:
 				d.Fail(nfsproto.ErrBadEnum)
 			}
 		}
-		d.U32() // nfsace4: type, flag, access mask, who
-		d.U32()
-		d.U32()
+		d.Uint32() // nfsace4: type, flag, access mask, who
+		d.Uint32()
+		d.Uint32()
 		d.Opaque(opaqueLimit)
 	case 3: // OPEN_DELEGATE_NONE_EXT: why, and for two reasons a bool
-		why := d.U32()
+		why := d.Uint32()
 		if why == 1 || why == 2 { // WND4_CONTENTION, WND4_RESOURCE
 			d.Bool()
 		}
@@ -208,9 +208,9 @@ func (c *V4) Write(ctx context.Context, f *Open4, off uint64, data []byte, stabl
 	if err := result(d, op4Write); err != nil {
 		return r, err
 	}
-	r.Count = d.U32()
-	r.Committed = d.U32()
-	copy(r.Verf[:], d.Fixed(nfsproto.VerfSize))
+	r.Count = d.Uint32()
+	r.Committed = d.Uint32()
+	copy(r.Verf[:], d.FixedOpaque(nfsproto.VerfSize))
 	return r, d.Err()
 }
 
@@ -255,7 +255,7 @@ func (c *V4) Commit(ctx context.Context, f *Open4) ([nfsproto.VerfSize]byte, err
 	if err := result(d, op4Commit); err != nil {
 		return v, err
 	}
-	copy(v[:], d.Fixed(nfsproto.VerfSize))
+	copy(v[:], d.FixedOpaque(nfsproto.VerfSize))
 	return v, d.Err()
 }
 

@@ -104,8 +104,8 @@ func (c *V4) exchangeID(ctx context.Context) (uint32, error) {
 	if err := result(d, op4ExchangeID); err != nil {
 		return 0, err
 	}
-	c.clientID = d.U64()
-	seq := d.U32()
+	c.clientID = d.Uint64()
+	seq := d.Uint32()
 	// The rest (flags, state protection, server owner and scope, the
 	// implementation id) is not needed.
 	return seq, d.Err()
@@ -152,16 +152,16 @@ func (c *V4) createSession(ctx context.Context, seq uint32) error {
 	if err := result(d, op4CreateSession); err != nil {
 		return err
 	}
-	copy(c.session[:], d.Fixed(sessionIDLen))
-	d.U32() // csr_sequence
-	d.U32() // csr_flags
+	copy(c.session[:], d.FixedOpaque(sessionIDLen))
+	d.Uint32() // csr_sequence
+	d.Uint32() // csr_flags
 	// Fore channel attributes: maxrequests is the slot count we got.
-	d.U32() // headerpadsize
-	c.ForeMaxRequest = d.U32()
-	c.ForeMaxResponse = d.U32()
-	d.U32()
-	d.U32()
-	n := d.U32()
+	d.Uint32() // headerpadsize
+	c.ForeMaxRequest = d.Uint32()
+	c.ForeMaxResponse = d.Uint32()
+	d.Uint32()
+	d.Uint32()
+	n := d.Uint32()
 	if err := d.Err(); err != nil {
 		return err
 	}
@@ -205,11 +205,11 @@ func (c *V4) seqCompound(ctx context.Context, size, n int, put func(e *xdr.Encod
 		c.slots <- s // the server did not process it: same seqid again
 		return nil, err
 	}
-	d.Fixed(sessionIDLen)
+	d.FixedOpaque(sessionIDLen)
 	for range 4 { // sequenceid, slotid, highest_slotid, target_highest
-		d.U32()
+		d.Uint32()
 	}
-	c.seqFlags.Store(d.U32()) // sr_status_flags
+	c.seqFlags.Store(d.Uint32()) // sr_status_flags
 	s.seq++
 	c.slots <- s
 	return d, d.Err()

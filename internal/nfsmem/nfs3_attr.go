@@ -93,7 +93,7 @@ func (s *Server) applySattr(n *node, sa *nfsproto.Sattr3) nfsproto.Status {
 // owner of a file system that exists for one demo or test.
 func nfs3Access(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
-	mask := d.U32()
+	mask := d.Uint32()
 	if err := d.Err(); err != nil {
 		return err
 	}

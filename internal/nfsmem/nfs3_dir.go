@@ -102,14 +102,14 @@ func (s *Server) newObject(e *xdr.Encoder, op dirOp, make func(dir *node) (*node
 
 func nfs3Create(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	op := decodeDirOp(d)
-	how := d.U32()
+	how := d.Uint32()
 	var sa nfsproto.Sattr3
 	var verf []byte
 	switch how {
 	case nfsproto.CreateUnchecked, nfsproto.CreateGuarded:
 		sa.Decode(d)
 	case nfsproto.CreateExclusive:
-		verf = d.Fixed(nfsproto.VerfSize)
+		verf = d.FixedOpaque(nfsproto.VerfSize)
 	default:
 		d.Fail(nfsproto.ErrBadEnum)
 	}
@@ -198,11 +198,11 @@ func nfs3Symlink(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 func nfs3Mknod(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	decodeDirOp(d)
 	var sa nfsproto.Sattr3
-	switch d.U32() {
+	switch d.Uint32() {
 	case nfsproto.NF3Chr, nfsproto.NF3Blk:
 		sa.Decode(d)
-		d.U32()
-		d.U32()
+		d.Uint32()
+		d.Uint32()
 	case nfsproto.NF3Sock, nfsproto.NF3Fifo:
 		sa.Decode(d)
 	case nfsproto.NF3Reg, nfsproto.NF3Dir, nfsproto.NF3Lnk:

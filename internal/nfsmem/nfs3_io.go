@@ -10,15 +10,15 @@ import (
 // readReply bounds a READ result by the count asked (clamped to rtmax).
 func readReply(d *nfsproto.Dec) int {
 	d.Opaque(nfsproto.FHSize)
-	d.U64()
-	count := min(d.U32(), rtmax)
+	d.Uint64()
+	count := min(d.Uint32(), rtmax)
 	return smallReply + int(count)
 }
 
 func nfs3Read(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
-	off := d.U64()
-	count := min(d.U32(), rtmax)
+	off := d.Uint64()
+	count := min(d.Uint32(), rtmax)
 	if err := d.Err(); err != nil {
 		return err
 	}
@@ -53,9 +53,9 @@ func (s *Server) writeVerf() [nfsproto.VerfSize]byte {
 
 func nfs3Write(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
-	off := d.U64()
-	count := d.U32()
-	stable := d.U32()
+	off := d.Uint64()
+	count := d.Uint32()
+	stable := d.Uint32()
 	data := d.Opaque(-1)
 	if err := d.Err(); err != nil {
 		return err
@@ -97,8 +97,8 @@ func nfs3Write(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 
 func nfs3Commit(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
-	d.U64()
-	d.U32()
+	d.Uint64()
+	d.Uint32()
 	if err := d.Err(); err != nil {
 		return err
 	}

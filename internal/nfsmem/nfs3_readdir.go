@@ -12,17 +12,17 @@ const maxDirReply = 1 << 20
 
 func readdirReply(d *nfsproto.Dec) int {
 	d.Opaque(nfsproto.FHSize)
-	d.U64()
-	d.Fixed(nfsproto.VerfSize)
-	return smallReply + int(min(d.U32(), maxDirReply))
+	d.Uint64()
+	d.FixedOpaque(nfsproto.VerfSize)
+	return smallReply + int(min(d.Uint32(), maxDirReply))
 }
 
 func readdirplusReply(d *nfsproto.Dec) int {
 	d.Opaque(nfsproto.FHSize)
-	d.U64()
-	d.Fixed(nfsproto.VerfSize)
-	d.U32() // dircount
-	return smallReply + int(min(d.U32(), maxDirReply))
+	d.Uint64()
+	d.FixedOpaque(nfsproto.VerfSize)
+	d.Uint32() // dircount
+	return smallReply + int(min(d.Uint32(), maxDirReply))
 }
 
 func nfs3Readdir(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
@@ -56,12 +56,12 @@ type readdirArgs struct {
 func decodeReaddir(d *nfsproto.Dec, plus bool) (readdirArgs, error) {
 	var a readdirArgs
 	a.fh = d.Opaque(nfsproto.FHSize)
-	a.cookie = d.U64()
-	a.verf = d.Fixed(nfsproto.VerfSize)
+	a.cookie = d.Uint64()
+	a.verf = d.FixedOpaque(nfsproto.VerfSize)
 	if plus {
-		a.dircount = d.U32()
+		a.dircount = d.Uint32()
 	}
-	a.maxcount = min(d.U32(), maxDirReply)
+	a.maxcount = min(d.Uint32(), maxDirReply)
 	return a, d.Err()
 }
 

@@ -28,9 +28,9 @@ func FuzzDec(f *testing.F) {
 			var zero bool
 			switch op % 8 {
 			case 0:
-				zero = d.U32() == 0
+				zero = d.Uint32() == 0
 			case 1:
-				zero = d.U64() == 0
+				zero = d.Uint64() == 0
 			case 2:
 				zero = !d.Bool()
 			case 3:
@@ -38,7 +38,7 @@ func FuzzDec(f *testing.F) {
 			case 4:
 				zero = d.Opaque(int(op)) == nil
 			case 5:
-				zero = d.Fixed(int(op>>3)) == nil
+				zero = d.FixedOpaque(int(op>>3)) == nil
 			case 6:
 				zero = d.Time() == Time{}
 			case 7:
@@ -204,13 +204,13 @@ func FuzzAuthSys(f *testing.F) {
 			t.Fatalf("encoded %d bytes", len(b))
 		}
 		d := NewDec(b)
-		got := AuthSys{Stamp: d.U32(), MachineName: string(d.Opaque(-1)), UID: d.U32(), GID: d.U32()}
-		n := int(d.U32())
+		got := AuthSys{Stamp: d.Uint32(), MachineName: string(d.Opaque(-1)), UID: d.Uint32(), GID: d.Uint32()}
+		n := int(d.Uint32())
 		if d.Err() == nil && n > d.Len()/4 {
 			t.Fatalf("gid count %d for %d bytes", n, d.Len())
 		}
 		for i := 0; i < n && d.Err() == nil; i++ {
-			got.GIDs = append(got.GIDs, d.U32())
+			got.GIDs = append(got.GIDs, d.Uint32())
 		}
 		if d.Err() != nil || d.Len() != 0 {
 			t.Fatalf("decode: %v, %d bytes left", d.Err(), d.Len())

@@ -57,10 +57,10 @@ func (a *Fattr3) Encode(e *xdr.Encoder) {
 
 // Decode reads a.
 func (a *Fattr3) Decode(d *Dec) {
-	a.Type, a.Mode, a.Nlink, a.UID, a.GID = d.U32(), d.U32(), d.U32(), d.U32(), d.U32()
-	a.Size, a.Used = d.U64(), d.U64()
-	a.RdevMajor, a.RdevMinor = d.U32(), d.U32()
-	a.FSID, a.FileID = d.U64(), d.U64()
+	a.Type, a.Mode, a.Nlink, a.UID, a.GID = d.Uint32(), d.Uint32(), d.Uint32(), d.Uint32(), d.Uint32()
+	a.Size, a.Used = d.Uint64(), d.Uint64()
+	a.RdevMajor, a.RdevMinor = d.Uint32(), d.Uint32()
+	a.FSID, a.FileID = d.Uint64(), d.Uint64()
 	a.Atime, a.Mtime, a.Ctime = d.Time(), d.Time(), d.Time()
 }
 
@@ -108,7 +108,7 @@ func (w *Wcc) Encode(e *xdr.Encoder) {
 func (w *Wcc) Decode(d *Dec) {
 	*w = Wcc{}
 	if d.Bool() {
-		w.Before = &WccAttr{Size: d.U64(), Mtime: d.Time(), Ctime: d.Time()}
+		w.Before = &WccAttr{Size: d.Uint64(), Mtime: d.Time(), Ctime: d.Time()}
 	}
 	if a, ok := PostOpAttr(d); ok {
 		w.After = &a
@@ -153,23 +153,23 @@ func (a *Sattr3) Encode(e *xdr.Encoder) {
 func (a *Sattr3) Decode(d *Dec) {
 	*a = Sattr3{}
 	if a.SetMode = d.Bool(); a.SetMode {
-		a.Mode = d.U32()
+		a.Mode = d.Uint32()
 	}
 	if a.SetUID = d.Bool(); a.SetUID {
-		a.UID = d.U32()
+		a.UID = d.Uint32()
 	}
 	if a.SetGID = d.Bool(); a.SetGID {
-		a.GID = d.U32()
+		a.GID = d.Uint32()
 	}
 	if a.SetSize = d.Bool(); a.SetSize {
-		a.Size = d.U64()
+		a.Size = d.Uint64()
 	}
 	a.Atime, a.AtimeVal = decodeSetTime(d)
 	a.Mtime, a.MtimeVal = decodeSetTime(d)
 }
 
 func decodeSetTime(d *Dec) (uint32, Time) {
-	how := d.U32()
+	how := d.Uint32()
 	switch how {
 	case DontChange, SetToServerTime:
 		return how, Time{}

@@ -94,32 +94,16 @@ func (s *Server) applySattr(n *node, sa *nfsproto.Sattr3) nfsproto.Status {
 func nfs3Access(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
 	mask := d.Uint32()
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	s.putStatusAttr(e, st, n)
-	if st == nfsproto.NFS3OK {
+	return s.onObject(d, e, fh, nil, func(n *node) {
 		if n.typ != nfsproto.NF3Dir {
 			mask &^= nfsproto.Access3Lookup | nfsproto.Access3Delete
 		}
 		e.PutUint32(mask & nfsproto.Access3All)
-	}
-	return nil
+	})
 }
 
 func nfs3Fsstat(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
-	fh := d.Opaque(nfsproto.FHSize)
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	s.putStatusAttr(e, st, n)
-	if st == nfsproto.NFS3OK {
+	return s.onObject(d, e, d.Opaque(nfsproto.FHSize), nil, func(*node) {
 		total := uint64(s.fs.maxBytes)
 		free := total - uint64(s.fs.used)
 		const files = 1 << 20
@@ -130,20 +114,11 @@ func nfs3Fsstat(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 		e.PutUint64(files - uint64(len(s.fs.nodes)))
 		e.PutUint64(files - uint64(len(s.fs.nodes)))
 		e.PutUint32(0) // invarsec: the values change at any time
-	}
-	return nil
+	})
 }
 
 func nfs3Fsinfo(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
-	fh := d.Opaque(nfsproto.FHSize)
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	s.putStatusAttr(e, st, n)
-	if st == nfsproto.NFS3OK {
+	return s.onObject(d, e, d.Opaque(nfsproto.FHSize), nil, func(*node) {
 		e.PutUint32(rtmax)
 		e.PutUint32(rtmax)
 		e.PutUint32(4096) // rtmult
@@ -154,26 +129,16 @@ func nfs3Fsinfo(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 		e.PutUint64(uint64(s.fs.maxBytes))
 		nfsproto.PutTime(e, nfsproto.Time{Nsec: 1})
 		e.PutUint32(nfsproto.FSFSymlink | nfsproto.FSFHomogeneous | nfsproto.FSFCanSetTime)
-	}
-	return nil
+	})
 }
 
 func nfs3Pathconf(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
-	fh := d.Opaque(nfsproto.FHSize)
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	s.putStatusAttr(e, st, n)
-	if st == nfsproto.NFS3OK {
+	return s.onObject(d, e, d.Opaque(nfsproto.FHSize), nil, func(*node) {
 		e.PutUint32(1) // linkmax: no hard links
 		e.PutUint32(nfsproto.MaxName)
 		e.PutBool(true)  // no_trunc: long names are refused, not cut
 		e.PutBool(false) // chown_restricted
 		e.PutBool(false) // case_insensitive
 		e.PutBool(true)  // case_preserving
-	}
-	return nil
+	})
 }

@@ -51,21 +51,15 @@ func nfs3Lookup(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 func readlinkReply(*nfsproto.Dec) int { return smallReply + nfsproto.MaxPath }
 
 func nfs3Readlink(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
-	fh := d.Opaque(nfsproto.FHSize)
-	if err := d.Err(); err != nil {
-		return err
+	return s.onObject(d, e, d.Opaque(nfsproto.FHSize), symlink, func(n *node) { e.PutString(n.target) })
+}
+
+// symlink is READLINK's demand: the object is a symbolic link.
+func symlink(n *node) nfsproto.Status {
+	if n.typ != nfsproto.NF3Lnk {
+		return nfsproto.NFS3ErrInval
 	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	if st == nfsproto.NFS3OK && n.typ != nfsproto.NF3Lnk {
-		st = nfsproto.NFS3ErrInval
-	}
-	s.putStatusAttr(e, st, n)
-	if st == nfsproto.NFS3OK {
-		e.PutString(n.target)
-	}
-	return nil
+	return nfsproto.NFS3OK
 }
 
 // newObject is the common part of CREATE, MKDIR and SYMLINK: check the

@@ -19,30 +19,26 @@ func nfs3Read(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	fh := d.Opaque(nfsproto.FHSize)
 	off := d.Uint64()
 	count := min(d.Uint32(), rtmax)
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.RLock()
-	defer s.fs.mu.RUnlock()
-	n, st := s.node(fh)
-	if st == nfsproto.NFS3OK && n.typ != nfsproto.NF3Reg {
-		st = nfsproto.NFS3ErrInval
-		if n.typ == nfsproto.NF3Dir {
-			st = nfsproto.NFS3ErrIsDir
+	return s.onObject(d, e, fh, regularFile, func(n *node) {
+		var data []byte
+		if off < uint64(len(n.data)) {
+			data = n.data[off:min(off+uint64(count), uint64(len(n.data)))]
 		}
+		e.PutUint32(uint32(len(data)))
+		e.PutBool(off+uint64(len(data)) >= uint64(len(n.data)))
+		e.PutOpaque(data) // copied under the lock: the reply owns its bytes
+	})
+}
+
+// regularFile is READ's demand: the object is a regular file.
+func regularFile(n *node) nfsproto.Status {
+	switch n.typ {
+	case nfsproto.NF3Reg:
+		return nfsproto.NFS3OK
+	case nfsproto.NF3Dir:
+		return nfsproto.NFS3ErrIsDir
 	}
-	s.putStatusAttr(e, st, n)
-	if st != nfsproto.NFS3OK {
-		return nil
-	}
-	var data []byte
-	if off < uint64(len(n.data)) {
-		data = n.data[off:min(off+uint64(count), uint64(len(n.data)))]
-	}
-	e.PutUint32(uint32(len(data)))
-	e.PutBool(off+uint64(len(data)) >= uint64(len(n.data)))
-	e.PutOpaque(data) // copied under the lock: the reply owns its bytes
-	return nil
+	return nfsproto.NFS3ErrInval
 }
 
 func (s *Server) writeVerf() [nfsproto.VerfSize]byte {

@@ -59,6 +59,28 @@ func (s *Server) putStatusAttr(e *xdr.Encoder, st nfsproto.Status, n *node) {
 	s.putAttr(e, n)
 }
 
+// onObject answers a procedure about one object, fh, whose arguments the
+// caller has decoded from d (their error is checked here): under the
+// read lock it finds the object, applies check (nil, or what the
+// procedure demands of the object), writes the status and the object's
+// post_op_attr and, on success, what body writes.
+func (s *Server) onObject(d *nfsproto.Dec, e *xdr.Encoder, fh []byte, check func(*node) nfsproto.Status, body func(*node)) error {
+	if err := d.Err(); err != nil {
+		return err
+	}
+	s.fs.mu.RLock()
+	defer s.fs.mu.RUnlock()
+	n, st := s.node(fh)
+	if st == nfsproto.NFS3OK && check != nil {
+		st = check(n)
+	}
+	s.putStatusAttr(e, st, n)
+	if st == nfsproto.NFS3OK {
+		body(n)
+	}
+	return nil
+}
+
 // putStatusWcc writes a status and wcc_data (empty when before is nil and
 // n is nil).
 func (s *Server) putStatusWcc(e *xdr.Encoder, st nfsproto.Status, before *nfsproto.WccAttr, n *node) {

@@ -204,13 +204,7 @@ log: {format: json}
 	path, logs, rc := startServe(t, config(`metrics: {listen: "127.0.0.1:`+strconv.Itoa(mport)+`"}`))
 	ev.wait(t, evReady)
 
-	ctx := nfstest.Ctx(t)
-	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &nfsclient.V3{T: tr}
+	ctx, c, root := mountV3(t, port)
 	nfstest.V3RoundTrip(t, ctx, c, root, "before", 300<<10, nfsproto.FileSync, "")
 
 	metricsURL := "http://127.0.0.1:" + strconv.Itoa(mport)
@@ -281,6 +275,19 @@ rdma: {inline_send: 2KiB}`)), 0o644)
 		t.Errorf("drain %+v, want 1 client and every call answered", d)
 	}
 	waitExit(t, rc, logs)
+}
+
+// mountV3 connects an NFSv3 client over RDMA to the gateway on port and
+// mounts /: the test's context, the client and the root handle.
+func mountV3(t *testing.T, port int) (context.Context, *nfsclient.V3, []byte) {
+	t.Helper()
+	ctx := nfstest.Ctx(t)
+	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, &nfsclient.V3{T: tr}, root
 }
 
 // startMem runs an in-memory NFSv3 server for the test; its address.
@@ -404,13 +411,7 @@ log: {format: json}
 `, port, bhost, bport, sock))
 	next(t, got, 20*time.Second, "READY=1")
 
-	ctx := nfstest.Ctx(t)
-	tr := nfstest.DialRDMA(t, ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	root, _, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &nfsclient.V3{T: tr}
+	ctx, c, root := mountV3(t, port)
 	data := make([]byte, 200<<10)
 	for i := range data {
 		data[i] = byte(i*7 + i>>9)

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -111,29 +109,19 @@ func (s *syncBuffer) String() string {
 func TestServeRunsAndStopsOnSIGTERM(t *testing.T) {
 	ev := watchEvents(t)
 	mport := freeLoopbackPort(t)
-	path := filepath.Join(t.TempDir(), "gw.yaml")
-	os.WriteFile(path, []byte(fmt.Sprintf(`
+	_, logs, rc := startServe(t, fmt.Sprintf(`
 listen: {address: 127.0.0.1, port: 0}
 backend: {address: 127.0.0.1, port: 1}
 pool: {max_bytes: 16MiB}
 metrics: {listen: "127.0.0.1:%d"}
 log: {format: json}
-`, mport)), 0o644)
-	errb := &syncBuffer{}
-	rc := make(chan int, 1)
-	go func() { rc <- run([]string{"serve", "-c", path}, io.Discard, errb) }()
+`, mport))
 	ev.wait(t, evReady)
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", mport))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), "rdmagw_connections_total") {
+	if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)); !strings.Contains(body, "rdmagw_connections_total") {
 		t.Fatalf("/metrics lacks rdmagw_connections_total:\n%.500s", body)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	waitExit(t, rc, errb)
+	waitExit(t, rc, logs)
 }
 
 // freeLoopbackPort returns a loopback port free for TCP and UDP a moment
@@ -213,8 +201,7 @@ func TestServeStartsAuxRelay(t *testing.T) {
 	for mport == rpcbind || mport == mount {
 		mport = freeLoopbackPort(t)
 	}
-	path := filepath.Join(t.TempDir(), "gw.yaml")
-	os.WriteFile(path, []byte(fmt.Sprintf(`
+	_, logs, rc := startServe(t, fmt.Sprintf(`
 listen: {address: 127.0.0.1, port: 0}
 backend: {address: 127.0.0.1, port: 1}
 pool: {max_bytes: 16MiB}
@@ -226,27 +213,18 @@ aux_relay:
   rpcbind_port: %d
   mount_port: %d
   filer: {mount_port: 2, nlm_port: 3, nsm_port: 4}
-`, mport, rpcbind, mount)), 0o644)
-	errb := &syncBuffer{}
-	rc := make(chan int, 1)
-	go func() { rc <- run([]string{"serve", "-c", path}, io.Discard, errb) }()
+`, mport, rpcbind, mount))
 	ev.wait(t, evReady) // the relay is one of the listeners READY waits for
-	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
 	rpcbAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rpcbind))
 	if got := pmapGetport(t, rpcbAddr, 100005, 3); got != uint32(mount) {
 		t.Errorf("GETPORT MOUNT v3 tcp = %d, want the relay's mount_port %d", got, mount)
 	}
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !regexp.MustCompile(`rdmagw_auxrelay_calls_total\{[^}]*mode="forward"[^}]*program="rpcbind"`).Match(body) {
-		t.Errorf("/metrics lacks the relay's rpcbind call count:\n%s", grepLines(string(body), "auxrelay"))
+	body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", mport))
+	if !regexp.MustCompile(`rdmagw_auxrelay_calls_total\{[^}]*mode="forward"[^}]*program="rpcbind"`).MatchString(body) {
+		t.Errorf("/metrics lacks the relay's rpcbind call count:\n%s", grepLines(body, "auxrelay"))
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	waitExit(t, rc, errb)
+	waitExit(t, rc, logs)
 	for _, p := range []int{rpcbind, mount} {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {

@@ -395,3 +395,60 @@ func goldenNames(tb testing.TB, prefix string) []string {
 	}
 	return names
 }
+
+// checkGoldenItem checks that the walk r of capture g found exactly the
+// item tshark found: its length word at lenAt (sidecar offset), of kind
+// and in operation op, with the sidecar's length, pad and text.
+func checkGoldenItem(t *testing.T, g golden, r walkResult, lenAt int, kind Kind, op int) {
+	t.Helper()
+	n, _ := g.sidecarInt(t, "data.len")
+	pad, _ := g.sidecarInt(t, "data.pad")
+	at := lenAt - g.sidecarToMessage - g.bodyAt
+	want := Item{Kind: kind, LenOffset: at, Offset: at + 4, Length: n, Pad: pad, Op: op}
+	if len(r.items) != 1 || r.items[0] != want {
+		t.Fatalf("items %v, want %+v", r, want)
+	}
+	if text, ok := g.sidecar["data.text"]; ok {
+		if got := string(g.body[want.Offset : want.Offset+n]); got != text {
+			t.Fatalf("item body %q, want %q", got, text)
+		}
+	}
+}
+
+// checkGoldenEstimates checks each captured call among names (X-call,
+// with its X-reply) against the reply the server really sent: the reply
+// without its eligible items fits Inline, and each item fits its Write
+// chunk.
+func checkGoldenEstimates(t *testing.T, names []string) {
+	for _, name := range names {
+		base, ok := strings.CutSuffix(name, "-call")
+		if !ok {
+			continue
+		}
+		t.Run(base, func(t *testing.T) {
+			call := loadGolden(t, name)
+			reply := loadGolden(t, base+"-reply")
+			e, err := EstimateReply(call.t.prog, call.t.vers, call.t.proc, call.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := walkWhole(t, reply.t, reply.body)
+			inline := len(reply.msg)
+			for _, it := range r.items {
+				inline -= it.Length + it.Pad
+			}
+			if inline > e.Inline {
+				t.Fatalf("reply holds %d bytes inline, estimate %d", inline, e.Inline)
+			}
+			if len(r.items) > e.NItems {
+				t.Fatalf("reply has %d items, estimate %d", len(r.items), e.NItems)
+			}
+			for i, it := range r.items {
+				if it.Kind != e.ItemKind[i] || it.Length > e.ItemMax[i] {
+					t.Fatalf("item %+v, estimate %v of %d", it, e.ItemKind[i], e.ItemMax[i])
+				}
+			}
+			t.Logf("%s: inline %d of estimated %d (unpredictable %v), items %v", base, inline, e.Inline, e.Unpredictable, r)
+		})
+	}
+}

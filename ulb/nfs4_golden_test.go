@@ -88,56 +88,14 @@ func TestNFS4Golden(t *testing.T) {
 			default:
 				t.Fatalf("data.item %q", g.sidecar["data.item"])
 			}
-			n, _ := g.sidecarInt(t, "data.len")
-			pad, _ := g.sidecarInt(t, "data.pad")
-			at := lenAt - g.sidecarToMessage - g.bodyAt
-			want := Item{Kind: kind, LenOffset: at, Offset: at + 4, Length: n, Pad: pad, Op: slices.Index(ops, op)}
-			if len(r.items) != 1 || r.items[0] != want {
-				t.Fatalf("items %v, want %+v", r, want)
-			}
-			if text, ok := g.sidecar["data.text"]; ok {
-				if got := string(g.body[want.Offset : want.Offset+n]); got != text {
-					t.Fatalf("item body %q, want %q", got, text)
-				}
-			}
+			checkGoldenItem(t, g, r, lenAt, kind, slices.Index(ops, op))
 		})
 	}
 }
 
 // TestNFS4GoldenEstimate: each captured reply fits its call's estimate.
 func TestNFS4GoldenEstimate(t *testing.T) {
-	names := append(goldenNames(t, "nfs40-"), goldenNames(t, "nfs41-")...)
-	for _, name := range names {
-		base, ok := strings.CutSuffix(name, "-call")
-		if !ok {
-			continue
-		}
-		t.Run(base, func(t *testing.T) {
-			call := loadGolden(t, name)
-			reply := loadGolden(t, base+"-reply")
-			e, err := EstimateReply(call.t.prog, call.t.vers, call.t.proc, call.body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := walkWhole(t, reply.t, reply.body)
-			inline := len(reply.msg)
-			for _, it := range r.items {
-				inline -= it.Length + it.Pad
-			}
-			if inline > e.Inline {
-				t.Fatalf("reply holds %d bytes inline, estimate %d", inline, e.Inline)
-			}
-			if len(r.items) > e.NItems {
-				t.Fatalf("reply has %d items, estimate %d", len(r.items), e.NItems)
-			}
-			for i, it := range r.items {
-				if it.Kind != e.ItemKind[i] || it.Length > e.ItemMax[i] {
-					t.Fatalf("item %+v, estimate %v of %d", it, e.ItemKind[i], e.ItemMax[i])
-				}
-			}
-			t.Logf("%s: inline %d of estimated %d (unpredictable %v), items %v", base, inline, e.Inline, e.Unpredictable, r)
-		})
-	}
+	checkGoldenEstimates(t, append(goldenNames(t, "nfs40-"), goldenNames(t, "nfs41-")...))
 }
 
 // TestNFS4GoldenKernelExchangeID walks the EXCHANGE_ID the Linux 6.1

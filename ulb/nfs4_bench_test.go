@@ -2,23 +2,10 @@ package ulb
 
 import "testing"
 
-// benchWalk4 walks msg whole once per iteration: the item, then the rest.
+// benchWalk4 walks the COMPOUND msg whole once per iteration: the item,
+// then the rest.
 func benchWalk4(b *testing.B, dir Direction, msg []byte, kind Kind) {
-	b.ReportAllocs()
-	b.SetBytes(int64(len(msg)))
-	var w Walker
-	for b.Loop() {
-		_ = w.Reset(dir, ProgNFS, 4, nfs4ProcCompound)
-		st, err := w.Next(msg)
-		if err != nil || st.Kind != StepItem || st.Item.Kind != kind {
-			b.Fatalf("%+v %v", st, err)
-		}
-		it := st.Item
-		st, err = w.Next(msg[it.Offset+it.Length+it.Pad:])
-		if err != nil || st.Kind != StepDone {
-			b.Fatalf("%+v %v", st, err)
-		}
-	}
+	benchWalk(b, dir, 4, nfs4ProcCompound, msg, kind)
 }
 
 // BenchmarkNFS4ReadReply locates the data of a SEQUENCE+PUTFH+READ reply

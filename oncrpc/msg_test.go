@@ -127,13 +127,7 @@ func TestCallDecodeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var h CallHeader
 			n, err := h.Decode(tt.msg)
-			var he *HeaderError
-			if !errors.As(err, &he) || !errors.Is(err, tt.want) || n != 0 {
-				t.Fatalf("Decode = %d, %v; want HeaderError(%v)", n, err, tt.want)
-			}
-			if he.Field != tt.field || he.Offset != tt.offset || he.Value != tt.value {
-				t.Fatalf("HeaderError %+v; want field %s offset %d value %d", *he, tt.field, tt.offset, tt.value)
-			}
+			checkHeaderError(t, n, err, tt.want, tt.field, tt.offset, tt.value)
 			if len(tt.msg) >= 4 && h.XID != 1 {
 				t.Fatalf("XID not kept on error: %d", h.XID)
 			}
@@ -220,13 +214,7 @@ func TestReplyDecodeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var h ReplyHeader
 			n, err := h.Decode(tt.msg)
-			var he *HeaderError
-			if !errors.As(err, &he) || !errors.Is(err, tt.want) || n != 0 {
-				t.Fatalf("Decode = %d, %v; want HeaderError(%v)", n, err, tt.want)
-			}
-			if he.Field != tt.field || he.Offset != tt.offset || he.Value != tt.value {
-				t.Fatalf("HeaderError %+v; want field %s offset %d value %d", *he, tt.field, tt.offset, tt.value)
-			}
+			checkHeaderError(t, n, err, tt.want, tt.field, tt.offset, tt.value)
 			t.Log(err)
 		})
 	}
@@ -365,5 +353,18 @@ func TestHeaderBounds(t *testing.T) {
 	}
 	if longest != MaxReplyHeader {
 		t.Fatalf("longest reply header %d bytes; MaxReplyHeader %d", longest, MaxReplyHeader)
+	}
+}
+
+// checkHeaderError checks that a Decode that read n bytes failed with a
+// HeaderError wrapping want at field, offset and value.
+func checkHeaderError(t *testing.T, n int, err, want error, field string, offset int, value uint32) {
+	t.Helper()
+	var he *HeaderError
+	if !errors.As(err, &he) || !errors.Is(err, want) || n != 0 {
+		t.Fatalf("Decode = %d, %v; want HeaderError(%v)", n, err, want)
+	}
+	if he.Field != field || he.Offset != offset || he.Value != value {
+		t.Fatalf("HeaderError %+v; want field %s offset %d value %d", *he, field, offset, value)
 	}
 }

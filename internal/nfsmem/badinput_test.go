@@ -17,11 +17,7 @@ import (
 func TestRPCErrors(t *testing.T) {
 	_, addr := start(t)
 	ctx := nfstest.Ctx(t)
-	tr, err := nfsclient.DialTCP(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := dial(t, ctx, addr)
 	cases := []struct {
 		name             string
 		prog, vers, proc uint32

@@ -23,14 +23,22 @@ func start(t *testing.T) (*nfsmem.Server, string) {
 	return s, addr.String()
 }
 
-// mount mounts "/" of the server at addr with our client.
-func mount(t *testing.T, ctx context.Context, addr string) (*nfsclient.V3, []byte) {
+// dial connects our client to the server at addr over TCP, until the
+// test ends.
+func dial(t *testing.T, ctx context.Context, addr string) *nfsclient.TCP {
 	t.Helper()
 	tr, err := nfsclient.DialTCP(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// mount mounts "/" of the server at addr with our client.
+func mount(t *testing.T, ctx context.Context, addr string) (*nfsclient.V3, []byte) {
+	t.Helper()
+	tr := dial(t, ctx, addr)
 	root, flavors, err := (&nfsclient.Mount{T: tr}).Mnt(ctx, "/")
 	if err != nil || len(flavors) == 0 {
 		t.Fatalf("MNT: %v %v", flavors, err)
@@ -53,11 +61,7 @@ func TestOwnClientFiles(t *testing.T) {
 func TestOwnClientNamespace(t *testing.T) {
 	_, addr := start(t)
 	ctx := nfstest.Ctx(t)
-	tr, err := nfsclient.DialTCP(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := dial(t, ctx, addr)
 	exports, err := (&nfsclient.Mount{T: tr}).Exports(ctx)
 	if err != nil || len(exports) != 1 || exports[0].Dir != "/" {
 		t.Fatalf("EXPORT: %+v %v", exports, err)

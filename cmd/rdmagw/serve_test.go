@@ -104,18 +104,24 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// serve runs, serves /metrics and shuts down cleanly (exit code 0) on
-// SIGTERM.
-func TestServeRunsAndStopsOnSIGTERM(t *testing.T) {
-	ev := watchEvents(t)
-	mport := freeLoopbackPort(t)
-	_, logs, rc := startServe(t, fmt.Sprintf(`
+// noBackendConfig is a serve config on loopback whose backend nobody
+// serves, with metrics on mport and extra (YAML) after it.
+func noBackendConfig(mport int, extra string) string {
+	return fmt.Sprintf(`
 listen: {address: 127.0.0.1, port: 0}
 backend: {address: 127.0.0.1, port: 1}
 pool: {max_bytes: 16MiB}
 metrics: {listen: "127.0.0.1:%d"}
 log: {format: json}
-`, mport))
+%s`, mport, extra)
+}
+
+// serve runs, serves /metrics and shuts down cleanly (exit code 0) on
+// SIGTERM.
+func TestServeRunsAndStopsOnSIGTERM(t *testing.T) {
+	ev := watchEvents(t)
+	mport := freeLoopbackPort(t)
+	_, logs, rc := startServe(t, noBackendConfig(mport, ""))
 	ev.wait(t, evReady)
 	if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)); !strings.Contains(body, "rdmagw_connections_total") {
 		t.Fatalf("/metrics lacks rdmagw_connections_total:\n%.500s", body)
@@ -201,19 +207,13 @@ func TestServeStartsAuxRelay(t *testing.T) {
 	for mport == rpcbind || mport == mount {
 		mport = freeLoopbackPort(t)
 	}
-	_, logs, rc := startServe(t, fmt.Sprintf(`
-listen: {address: 127.0.0.1, port: 0}
-backend: {address: 127.0.0.1, port: 1}
-pool: {max_bytes: 16MiB}
-metrics: {listen: "127.0.0.1:%d"}
-log: {format: json}
-aux_relay:
+	_, logs, rc := startServe(t, noBackendConfig(mport, fmt.Sprintf(`aux_relay:
   enabled: true
   listen_address: 127.0.0.1
   rpcbind_port: %d
   mount_port: %d
   filer: {mount_port: 2, nlm_port: 3, nsm_port: 4}
-`, mport, rpcbind, mount))
+`, rpcbind, mount)))
 	ev.wait(t, evReady) // the relay is one of the listeners READY waits for
 	rpcbAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rpcbind))
 	if got := pmapGetport(t, rpcbAddr, 100005, 3); got != uint32(mount) {

@@ -30,23 +30,12 @@ func nfs3Setattr(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	if guard {
 		guardCtime = d.Time()
 	}
-	if err := d.Err(); err != nil {
-		return err
-	}
-	s.fs.mu.Lock()
-	defer s.fs.mu.Unlock()
-	n, st := s.node(fh)
-	if st != nfsproto.NFS3OK {
-		s.putStatusWcc(e, st, nil, nil)
-		return nil
-	}
-	before := wccBefore(n)
-	if guard && nfsproto.TimeOf(n.ctime) != guardCtime {
-		s.putStatusWcc(e, nfsproto.NFS3ErrNotSync, before, n)
-		return nil
-	}
-	s.putStatusWcc(e, s.applySattr(n, &sa), before, n)
-	return nil
+	return s.changeObject(d, e, fh, func(n *node) nfsproto.Status {
+		if guard && nfsproto.TimeOf(n.ctime) != guardCtime {
+			return nfsproto.NFS3ErrNotSync
+		}
+		return s.applySattr(n, &sa)
+	}, nil)
 }
 
 // applySattr sets the attributes sa asks for. The size goes first: it is

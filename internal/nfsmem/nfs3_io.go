@@ -59,36 +59,24 @@ func nfs3Write(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {
 	if stable > nfsproto.FileSync {
 		return nfsproto.ErrBadEnum
 	}
-	s.fs.mu.Lock()
-	defer s.fs.mu.Unlock()
-	n, st := s.node(fh)
-	if st != nfsproto.NFS3OK {
-		s.putStatusWcc(e, st, nil, nil)
-		return nil
-	}
-	before := wccBefore(n)
-	switch {
-	case n.typ == nfsproto.NF3Dir:
-		st = nfsproto.NFS3ErrIsDir
-	case n.typ != nfsproto.NF3Reg:
-		st = nfsproto.NFS3ErrInval
-	case int(count) != len(data):
-		// RFC 1813: count is the number of bytes of data; a client that
-		// says otherwise sent something we cannot trust.
-		st = nfsproto.NFS3ErrInval
-	default:
-		st = s.fs.write(n, off, data)
-	}
-	s.putStatusWcc(e, st, before, n)
-	if st == nfsproto.NFS3OK {
+	return s.changeObject(d, e, fh, func(n *node) nfsproto.Status {
+		if st := regularFile(n); st != nfsproto.NFS3OK {
+			return st
+		}
+		if int(count) != len(data) {
+			// RFC 1813: count is the number of bytes of data; a client
+			// that says otherwise sent something we cannot trust.
+			return nfsproto.NFS3ErrInval
+		}
+		return s.fs.write(n, off, data)
+	}, func(*node) {
 		e.PutUint32(count)
 		// Memory is as stable as this server gets: every write is
 		// reported FILE_SYNC, and COMMIT has nothing left to do.
 		e.PutUint32(nfsproto.FileSync)
 		v := s.writeVerf()
 		e.PutFixedOpaque(v[:])
-	}
-	return nil
+	})
 }
 
 func nfs3Commit(s *Server, d *nfsproto.Dec, e *xdr.Encoder) error {

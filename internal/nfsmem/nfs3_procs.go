@@ -81,6 +81,31 @@ func (s *Server) onObject(d *nfsproto.Dec, e *xdr.Encoder, fh []byte, check func
 	return nil
 }
 
+// changeObject answers a procedure that changes one object, fh, whose
+// arguments the caller has decoded from d (their error is checked here):
+// under the write lock it finds the object, applies change, writes its
+// status with the object's wcc_data and, on success, what body (if any)
+// writes.
+func (s *Server) changeObject(d *nfsproto.Dec, e *xdr.Encoder, fh []byte, change func(*node) nfsproto.Status, body func(*node)) error {
+	if err := d.Err(); err != nil {
+		return err
+	}
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	n, st := s.node(fh)
+	if st != nfsproto.NFS3OK {
+		s.putStatusWcc(e, st, nil, nil)
+		return nil
+	}
+	before := wccBefore(n)
+	st = change(n)
+	s.putStatusWcc(e, st, before, n)
+	if st == nfsproto.NFS3OK && body != nil {
+		body(n)
+	}
+	return nil
+}
+
 // putStatusWcc writes a status and wcc_data (empty when before is nil and
 // n is nil).
 func (s *Server) putStatusWcc(e *xdr.Encoder, st nfsproto.Status, before *nfsproto.WccAttr, n *node) {

@@ -209,11 +209,6 @@ func DefaultConfigFor(mode string) Config {
 // DefaultConfig returns the forward configuration with every default
 // filled in.
 func DefaultConfig() Config {
-	lim := rdmarpc.DefaultLimits()
-	classes := make([]ByteSize, len(rdmarpc.DefaultClasses))
-	for i, c := range rdmarpc.DefaultClasses {
-		classes[i] = ByteSize(c)
-	}
 	return Config{
 		Mode: "forward",
 		Listen: ListenConfig{
@@ -221,34 +216,8 @@ func DefaultConfig() Config {
 			Port:     DefaultListenPort,
 			Provider: "iwarp",
 		},
-		Backend: BackendConfig{
-			Address:          "127.0.0.1",
-			Port:             DefaultBackendPort,
-			Provider:         "iwarp",
-			LocalAddress:     "0.0.0.0",
-			ConnectTimeout:   DefaultConnectTimeout,
-			ConnectionPolicy: PolicyPerClient,
-			ReconnectInitial: DefaultReconnectInit,
-			ReconnectMax:     DefaultReconnectMax,
-			GiveUpAfter:      DefaultGiveUpAfter,
-			MaxReplyBytes:    ByteSize(defaultMaxReply),
-			PingInterval:     DefaultBackendPing,
-			PingTimeout:      DefaultBackendPingTO,
-			ReconnectGrace:   DefaultReconnectGrace,
-		},
-		RDMA: RDMAConfig{
-			Credits:             DefaultCredits,
-			InlineRecv:          DefaultInline,
-			InlineSend:          DefaultInline,
-			MaxReadsOutstanding: DefaultReadsInFlight,
-			Limits: LimitsConfig{
-				MaxReadSegments:     lim.MaxReadSegments,
-				MaxReadChunks:       lim.MaxReadChunks,
-				MaxWriteChunks:      lim.MaxWriteChunks,
-				MaxSegmentsPerChunk: lim.MaxSegmentsPerChunk,
-				MaxChunkBytes:       ByteSize(lim.MaxChunkBytes),
-			},
-		},
+		Backend: defaultBackendConfig(),
+		RDMA:    defaultRDMAConfig(),
 		Reverse: ReverseConfig{
 			MaxCallsPerClient: DefaultCallsPerClient,
 			PingInterval:      DefaultPingInterval,
@@ -261,15 +230,63 @@ func DefaultConfig() Config {
 		AuxRelay:    auxrelay.DefaultConfig(),
 		Backchannel: DefaultBackchannel,
 		Connections: DefaultConnections,
-		Pool: PoolConfig{
-			MaxBytes:  DefaultPoolMaxBytes,
-			SlabBytes: 4 << 20,
-			Classes:   classes,
-		},
-		Metrics: MetricsConfig{Listen: DefaultMetricsListen},
-		Log:     LogConfig{Level: "info", Format: "text"},
+		Pool:        defaultPoolConfig(),
+		Metrics:     MetricsConfig{Listen: DefaultMetricsListen},
+		Log:         LogConfig{Level: "info", Format: "text"},
 
 		Shutdown: ShutdownConfig{DrainTimeout: DefaultDrainTimeout},
+	}
+}
+
+// defaultBackendConfig is the backend section of DefaultConfig.
+func defaultBackendConfig() BackendConfig {
+	return BackendConfig{
+		Address:          "127.0.0.1",
+		Port:             DefaultBackendPort,
+		Provider:         "iwarp",
+		LocalAddress:     "0.0.0.0",
+		ConnectTimeout:   DefaultConnectTimeout,
+		ConnectionPolicy: PolicyPerClient,
+		ReconnectInitial: DefaultReconnectInit,
+		ReconnectMax:     DefaultReconnectMax,
+		GiveUpAfter:      DefaultGiveUpAfter,
+		MaxReplyBytes:    ByteSize(defaultMaxReply),
+		PingInterval:     DefaultBackendPing,
+		PingTimeout:      DefaultBackendPingTO,
+		ReconnectGrace:   DefaultReconnectGrace,
+	}
+}
+
+// defaultRDMAConfig is the rdma section of DefaultConfig: the engine's
+// default chunk limits (rdmarpc.DefaultLimits).
+func defaultRDMAConfig() RDMAConfig {
+	lim := rdmarpc.DefaultLimits()
+	return RDMAConfig{
+		Credits:             DefaultCredits,
+		InlineRecv:          DefaultInline,
+		InlineSend:          DefaultInline,
+		MaxReadsOutstanding: DefaultReadsInFlight,
+		Limits: LimitsConfig{
+			MaxReadSegments:     lim.MaxReadSegments,
+			MaxReadChunks:       lim.MaxReadChunks,
+			MaxWriteChunks:      lim.MaxWriteChunks,
+			MaxSegmentsPerChunk: lim.MaxSegmentsPerChunk,
+			MaxChunkBytes:       ByteSize(lim.MaxChunkBytes),
+		},
+	}
+}
+
+// defaultPoolConfig is the pool section of DefaultConfig: the engine's
+// default buffer classes (rdmarpc.DefaultClasses).
+func defaultPoolConfig() PoolConfig {
+	classes := make([]ByteSize, len(rdmarpc.DefaultClasses))
+	for i, c := range rdmarpc.DefaultClasses {
+		classes[i] = ByteSize(c)
+	}
+	return PoolConfig{
+		MaxBytes:  DefaultPoolMaxBytes,
+		SlabBytes: 4 << 20,
+		Classes:   classes,
 	}
 }
 

@@ -22,23 +22,40 @@ type FieldError struct {
 func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Reason }
 
 // Validate checks every field and returns all problems found, joined
-// (errors.As finds the first *FieldError).
+// (errors.As finds the first *FieldError), in the order of the sections
+// below.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-
 	switch c.Mode {
 	case "forward", "reverse":
 	default:
 		bad("mode", `must be "forward" or "reverse" (got %q)`, c.Mode)
 	}
+	c.validateListen(bad)
+	if c.Mode == "reverse" {
+		c.validateReverse(bad)
+	}
+	c.validateAuxRelay(bad)
+	c.validateBackchannel(bad)
+	c.validateOps(bad)
+	c.validateConnections(bad)
+	c.validateAllowedNetworks(bad)
+	c.validateBackend(bad)
+	c.validateRDMA(bad)
+	c.validatePool(bad)
+	c.validateMetricsAndLog(bad)
+	return errors.Join(errs...)
+}
 
+// validateListen checks where the gateway listens for clients.
+func (c *Config) validateListen(bad func(string, string, ...any)) {
 	if net.ParseIP(c.Listen.Address) == nil {
 		bad("listen.address", "must be an IP address (got %q)", c.Listen.Address)
 	}
-	// Port 0 picks a free port (tests, the demo); Forward.Addr tells which.
+	// Port 0 picks a free port (tests, the demo); Addr tells which.
 	if c.Listen.Port < 0 || c.Listen.Port > 65535 {
 		bad("listen.port", "must be between 0 and 65535 (got %d)", c.Listen.Port)
 	}
@@ -47,19 +64,20 @@ func (c *Config) Validate() error {
 	default:
 		bad("listen.provider", `must be "iwarp" or "ibverbs" (got %q)`, c.Listen.Provider)
 	}
-	if c.Mode == "reverse" {
-		c.validateReverse(bad)
-	}
-	c.validateAuxRelay(bad)
-	c.validateBackchannel(bad)
-	c.validateOps(bad)
-	c.validateConnections(bad)
+}
+
+// validateAllowedNetworks checks listen.allowed_networks.
+func (c *Config) validateAllowedNetworks(bad func(string, string, ...any)) {
 	for i, n := range c.Listen.AllowedNetworks {
 		if _, err := netip.ParsePrefix(n); err != nil {
 			bad(fmt.Sprintf("listen.allowed_networks[%d]", i), "not a CIDR prefix such as 10.0.0.0/8: %q", n)
 		}
 	}
+}
 
+// validateBackend checks the backend section: the NFS server and how its
+// connection is kept.
+func (c *Config) validateBackend(bad func(string, string, ...any)) {
 	b := &c.Backend
 	if b.Address == "" {
 		bad("backend.address", "must name the NFS server (host name or IP)")
@@ -87,7 +105,11 @@ func (c *Config) Validate() error {
 	if b.MaxReplyBytes < 4096 || b.MaxReplyBytes > 1<<30 {
 		bad("backend.max_reply_bytes", "must be between 4KiB and 1GiB (got %d)", b.MaxReplyBytes)
 	}
+}
 
+// validateRDMA checks the rdma section: credits, inline sizes and the
+// chunk limits.
+func (c *Config) validateRDMA(bad func(string, string, ...any)) {
 	r := &c.RDMA
 	// The engine never grants more credits than receives it posts, and
 	// the header's credit field is 32 bits; 4096 receives of 4 KiB are
@@ -111,7 +133,11 @@ func (c *Config) Validate() error {
 	if l.MaxChunkBytes < 4096 {
 		bad("rdma.limits.max_chunk_bytes", "must be at least 4KiB (got %d)", l.MaxChunkBytes)
 	}
+}
 
+// validatePool checks the pool section: ascending classes, the largest
+// holding an inline receive, room for two of it.
+func (c *Config) validatePool(bad func(string, string, ...any)) {
 	p := &c.Pool
 	if len(p.Classes) == 0 {
 		bad("pool.classes", "must list at least one buffer size")
@@ -124,20 +150,25 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("pool.classes[%d]", i), "sizes must ascend (%d after %d)", cl, p.Classes[i-1])
 		}
 	}
-	if n := len(p.Classes); n > 0 {
-		largest := p.Classes[n-1]
-		// A Long Call, a Reply chunk or a READ payload lands in one buffer.
-		if largest < r.InlineRecv {
-			bad("pool.classes", "the largest class (%d) must hold an inline receive (%d)", largest, r.InlineRecv)
-		}
-		if p.MaxBytes < 2*largest {
-			bad("pool.max_bytes", "must hold at least two buffers of the largest class (%d < 2 x %d)", p.MaxBytes, largest)
-		}
-		if p.SlabBytes < largest {
-			bad("pool.slab_bytes", "must hold at least one buffer of the largest class (%d < %d)", p.SlabBytes, largest)
-		}
+	n := len(p.Classes)
+	if n == 0 {
+		return
 	}
+	largest := p.Classes[n-1]
+	// A Long Call, a Reply chunk or a READ payload lands in one buffer.
+	if largest < c.RDMA.InlineRecv {
+		bad("pool.classes", "the largest class (%d) must hold an inline receive (%d)", largest, c.RDMA.InlineRecv)
+	}
+	if p.MaxBytes < 2*largest {
+		bad("pool.max_bytes", "must hold at least two buffers of the largest class (%d < 2 x %d)", p.MaxBytes, largest)
+	}
+	if p.SlabBytes < largest {
+		bad("pool.slab_bytes", "must hold at least one buffer of the largest class (%d < %d)", p.SlabBytes, largest)
+	}
+}
 
+// validateMetricsAndLog checks the metrics and log sections.
+func (c *Config) validateMetricsAndLog(bad func(string, string, ...any)) {
 	if c.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
 			bad("metrics.listen", `must be "host:port" or "" to turn metrics off (got %q)`, c.Metrics.Listen)
@@ -154,7 +185,6 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", `must be "text" or "json" (got %q)`, c.Log.Format)
 	}
-	return errors.Join(errs...)
 }
 
 func checkPort(bad func(string, string, ...any), field string, port int) {

@@ -138,6 +138,24 @@ func NewMetricsFor(mode string) *Metrics {
 	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"mode": mode}, reg)}
 	m.f = f
 
+	m.registerClientSeries(f)
+	m.registerRDMASeries(f)
+	m.registerBackendSeries(f)
+
+	m.bc = newBCMetrics(f)
+	m.events = newEventLog(f)
+	m.ops = newOpsMetrics(f)
+	if mode == "forward" { // reverse mode has its own backend series (metrics_reverse.go)
+		m.ForwardBackend = newBEMetrics(f)
+	}
+
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// registerClientSeries registers the client connections', credits' and
+// calls' series.
+func (m *Metrics) registerClientSeries(f factory) {
 	m.connsCurrent = f.gauge(metricname.Connections, "RDMA client connections open now.")
 	m.connsTotal = f.counter(metricname.ConnectionsTotal, "RDMA client connections accepted.")
 	m.connsRejected = f.counterVec(metricname.ConnectionsRejectedTotal,
@@ -149,7 +167,11 @@ func NewMetricsFor(mode string) *Metrics {
 
 	m.calls = f.counterVec(metricname.CallsTotal, "RPC calls received from RDMA clients, by program, version and procedure (numbers outside the NFS family's programs, versions and procedures are labelled other).", "program", "version", "procedure")
 	m.replies = f.counterVec(metricname.RepliesTotal, "RPC replies forwarded to RDMA clients, by program, version, procedure (other: see rdmagw_calls_total) and RPC status.", "program", "version", "procedure", "status")
+}
 
+// registerRDMASeries registers the series of the RDMA side: bytes by
+// path, operations, error answers, engine drops.
+func (m *Metrics) registerRDMASeries(f factory) {
 	bytes := f.counterVec(metricname.BytesTotal,
 		"Bytes moved on the RDMA side, by path: inline (Send/Receive), read_chunk (WRITE payloads moved by RDMA Read), write_chunk (READ payloads moved by RDMA Write), reply_chunk (large replies RDMA-written into the Reply chunk), long_call (calls moved through a Position-Zero Read chunk); direction in = towards the gateway, out = away from it (forward: from/to the RDMA clients; reverse: from/to the RDMA server).", "path", "direction")
 	m.bytes = bytes
@@ -174,7 +196,11 @@ func NewMetricsFor(mode string) *Metrics {
 	m.sendInv = f.counter(metricname.RepliesSendInvalidateTotal,
 		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
 	m.engineDrops = f.counterVec(metricname.RDMAMessagesDroppedTotal, "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
+}
 
+// registerBackendSeries registers the backend's and the calls' latency
+// and failure series.
+func (m *Metrics) registerBackendSeries(f factory) {
 	m.BackendLatency = f.histogram(metricname.BackendLatencySeconds, "Time from sending a call to the NFS server to the start of its reply (reverse: to the reply's arrival over RDMA).")
 	m.CallLatency = f.histogram(metricname.CallLatencySeconds, "Time from a complete call received (forward: over RDMA, Read chunks pulled; reverse: from a TCP client, payload in registered memory) to its reply handed to the client's transport.")
 	m.BackendReconnects = f.counter(metricname.BackendReconnectsTotal, "Backend TCP connections re-established after a failure.")
@@ -184,16 +210,6 @@ func NewMetricsFor(mode string) *Metrics {
 		"Calls not forwarded to the backend or abandoned without its reply, by reason (client_gone: the client disconnected first; backend_gone: the backend stayed unreachable; duplicate_xid: a call reused an XID still outstanding; not_rpc: the message is not an RPC call; rpc_mismatch: rpcvers was not 2, answered RPC_MISMATCH by the gateway; bad_cred, bad_verf: the credential or verifier could not be parsed, answered AUTH_ERROR AUTH_BADCRED / AUTH_BADVERF; garbage_header: the call header was cut short, answered GARBAGE_ARGS; draining: arrived while the gateway drains, not forwarded, sent again by the client after reconnecting).", "reason")
 	m.DDPFallbacks = f.counter(metricname.DDPFallbacksTotal, "READ/READLINK results sent inline instead of by Direct Data Placement (reply not walkable, or item larger than the largest pool buffer).")
 	m.backendErrors = f.counterVec(metricname.BackendErrorsTotal, "Backend connection failures, by where they happened (connect, write, read, protocol; ping_timeout: a forward backend silent past backend.ping_timeout; lost: an established RDMA backend connection ended, reverse mode).", "where")
-
-	m.bc = newBCMetrics(f)
-	m.events = newEventLog(f)
-	m.ops = newOpsMetrics(f)
-	if mode == "forward" { // reverse mode has its own backend series (metrics_reverse.go)
-		m.ForwardBackend = newBEMetrics(f)
-	}
-
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // registerPool exports the pool's usage.

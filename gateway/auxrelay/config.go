@@ -113,6 +113,15 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: "aux_relay." + field, Reason: fmt.Sprintf(format, args...)})
 	}
+	c.validateListen(bad)
+	c.validateFiler(bad)
+	c.validateLimits(bad)
+	return errors.Join(errs...)
+}
+
+// validateListen checks the relay's own addresses and ports, no two of
+// its listeners on one port.
+func (c *Config) validateListen(bad func(string, string, ...any)) {
 	if net.ParseIP(c.ListenAddress) == nil {
 		bad("listen_address", "must be an IP address (got %q)", c.ListenAddress)
 	}
@@ -143,6 +152,10 @@ func (c *Config) Validate() error {
 		}
 		seen[p.port] = p.name
 	}
+}
+
+// validateFiler checks where the filer's auxiliary services are.
+func (c *Config) validateFiler(bad func(string, string, ...any)) {
 	if c.Filer.Address == "" {
 		bad("filer.address", "must be set (the filer's host name or IP)")
 	}
@@ -153,6 +166,10 @@ func (c *Config) Validate() error {
 	if needRPCBind || c.Filer.RPCBindPort != 0 {
 		port(bad, "filer.rpcbind_port", c.Filer.RPCBindPort, false)
 	}
+}
+
+// validateLimits checks the names, timeouts and record size.
+func (c *Config) validateLimits(bad func(string, string, ...any)) {
 	if len(c.NLMCallerName) > maxNLMString {
 		bad("nlm_caller_name", "longer than %d bytes", maxNLMString)
 	}
@@ -166,7 +183,6 @@ func (c *Config) Validate() error {
 	if c.MaxRecord < 4096 || c.MaxRecord > 16<<20 {
 		bad("max_record_bytes", "must be between 4096 and 16777216 (got %d)", c.MaxRecord)
 	}
-	return errors.Join(errs...)
 }
 
 func port(bad func(string, string, ...any), field string, p int, zeroOK bool) {

@@ -54,7 +54,6 @@ func (t *rpcbTable) lookup(prog, vers uint32, netid string, anyVers bool) (rpcbE
 // on, netid its transport ("tcp", "udp6", ...). It returns the accept
 // status and, for SUCCESS, the results.
 func (t *rpcbTable) serve(h *oncrpc.CallHeader, args []byte, netid string, local netip.Addr) (oncrpc.AcceptStat, []byte) {
-	var w xdrWriter
 	host := t.advertise
 	if !host.IsValid() || host.IsUnspecified() {
 		host = local
@@ -62,142 +61,196 @@ func (t *rpcbTable) serve(h *oncrpc.CallHeader, args []byte, netid string, local
 	if h.Proc == 0 { // NULL
 		return oncrpc.Success, nil
 	}
+	var w xdrWriter
+	var st oncrpc.AcceptStat
 	if h.Vers == 2 {
-		switch h.Proc {
-		case 1, 2: // SET, UNSET: refused, the table is the relay's own
-			w.u32(0)
-		case 3: // GETPORT
-			m, err := decodePmapMapping(args)
-			if err != nil {
-				return oncrpc.GarbageArgs, nil
-			}
-			port := 0
-			for _, nid := range pmapNetids(m.Prot, netid) {
-				if e, ok := t.lookup(m.Prog, m.Vers, nid, true); ok {
-					port = e.Port
-					break
-				}
-			}
-			w.u32(uint32(port))
-		case 4: // DUMP
-			for _, e := range t.entries {
-				prot := netidProt(e.Netid)
-				if prot == 0 || e.Netid[len(e.Netid)-1] == '6' {
-					continue // PMAP v2 knows only IPv4 TCP and UDP
-				}
-				w.u32(1)
-				w.u32(e.Prog)
-				w.u32(e.Vers)
-				w.u32(prot)
-				w.u32(uint32(e.Port))
-			}
-			w.u32(0)
-		default:
-			return oncrpc.ProcUnavail, nil
-		}
-		return oncrpc.Success, w.b
+		st = t.servePmap(&w, h.Proc, args, netid)
+	} else {
+		st = t.serveRPCB(&w, h, args, netid, host)
 	}
-	switch h.Proc {
-	case 1, 2: // SET, UNSET
+	if st != oncrpc.Success {
+		return st, nil
+	}
+	return oncrpc.Success, w.b
+}
+
+// servePmap answers a PMAP (rpcbind version 2) procedure into w.
+func (t *rpcbTable) servePmap(w *xdrWriter, proc uint32, args []byte, netid string) oncrpc.AcceptStat {
+	switch proc {
+	case 1, 2: // SET, UNSET: refused, the table is the relay's own
 		w.u32(0)
-	case 3, 9: // GETADDR, GETVERSADDR (v4)
-		if h.Proc == 9 && h.Vers != 4 {
-			return oncrpc.ProcUnavail, nil
-		}
-		r, err := decodeRPCB(args)
+	case 3: // GETPORT
+		m, err := decodePmapMapping(args)
 		if err != nil {
-			return oncrpc.GarbageArgs, nil
+			return oncrpc.GarbageArgs
 		}
-		nid := r.Netid
-		if nid == "" {
-			nid = netid // rpcbind itself looks up the query's own transport
+		port := 0
+		for _, nid := range pmapNetids(m.Prot, netid) {
+			if e, ok := t.lookup(m.Prog, m.Vers, nid, true); ok {
+				port = e.Port
+				break
+			}
 		}
-		addr := ""
-		if e, ok := t.lookup(r.Prog, r.Vers, nid, h.Proc == 3); ok && host.IsValid() {
-			addr = uaddr(host, e.Port)
-		}
-		w.str(addr)
+		w.u32(uint32(port))
 	case 4: // DUMP
 		for _, e := range t.entries {
-			if !host.IsValid() {
-				break
+			prot := netidProt(e.Netid)
+			if prot == 0 || e.Netid[len(e.Netid)-1] == '6' {
+				continue // PMAP v2 knows only IPv4 TCP and UDP
 			}
 			w.u32(1)
 			w.u32(e.Prog)
 			w.u32(e.Vers)
-			w.str(e.Netid)
-			w.str(uaddr(host, e.Port))
-			w.str("superuser")
+			w.u32(prot)
+			w.u32(uint32(e.Port))
 		}
 		w.u32(0)
+	default:
+		return oncrpc.ProcUnavail
+	}
+	return oncrpc.Success
+}
+
+// serveRPCB answers an rpcbind version 3 or 4 procedure into w; host is
+// the address the relay's entries are advertised at.
+func (t *rpcbTable) serveRPCB(w *xdrWriter, h *oncrpc.CallHeader, args []byte, netid string, host netip.Addr) oncrpc.AcceptStat {
+	switch h.Proc {
+	case 1, 2: // SET, UNSET
+		w.u32(0)
+		return oncrpc.Success
+	case 3, 9: // GETADDR, GETVERSADDR (v4)
+		if h.Proc == 9 && h.Vers != 4 {
+			return oncrpc.ProcUnavail
+		}
+		return t.getAddr(w, h.Proc == 3, args, netid, host)
+	case 4: // DUMP
+		t.dumpRPCB(w, host)
+		return oncrpc.Success
 	case 6: // GETTIME
 		w.u32(uint32(t.now().Unix()))
+		return oncrpc.Success
 	case 7: // UADDR2TADDR
-		d := newArgDecoder(args)
-		s, err := d.String(maxRPCBString)
-		if err != nil {
-			return oncrpc.GarbageArgs, nil
-		}
-		ap, err := parseUaddr(string(s))
-		if err != nil {
-			w.u32(0) // empty netbuf: "cannot convert"
-			w.opaque(nil)
-			break
-		}
-		tb := taddrOf(ap)
-		w.u32(uint32(len(tb)))
-		w.opaque(tb)
+		return uaddrToTaddr(w, args)
 	case 8: // TADDR2UADDR
-		d := newArgDecoder(args)
-		if _, err := d.Uint32(); err != nil { // maxlen
-			return oncrpc.GarbageArgs, nil
-		}
-		b, err := d.Opaque(maxRPCBString)
-		if err != nil {
-			return oncrpc.GarbageArgs, nil
-		}
-		ap, err := parseTaddr(b)
-		if err != nil {
-			w.str("")
-			break
-		}
-		w.str(uaddr(ap.Addr(), int(ap.Port())))
+		return taddrToUaddr(w, args)
 	case 11: // GETADDRLIST (v4)
 		if h.Vers != 4 {
-			return oncrpc.ProcUnavail, nil
+			return oncrpc.ProcUnavail
 		}
-		r, err := decodeRPCB(args)
-		if err != nil {
-			return oncrpc.GarbageArgs, nil
-		}
-		for _, e := range t.entries {
-			if e.Prog != r.Prog || e.Vers != r.Vers || !host.IsValid() {
-				continue
-			}
-			w.u32(1)
-			w.str(uaddr(host, e.Port))
-			w.str(e.Netid)
-			sem := uint32(3) // NC_TPI_COTS_ORD
-			proto := "tcp"
-			switch netidProt(e.Netid) {
-			case ipprotoUDP:
-				sem, proto = 1, "udp" // NC_TPI_CLTS
-			case 0:
-				proto = "rdma"
-			}
-			w.u32(sem)
-			fam := "inet"
-			if e.Netid[len(e.Netid)-1] == '6' {
-				fam = "inet6"
-			}
-			w.str(fam)
-			w.str(proto)
-		}
-		w.u32(0)
+		return t.getAddrList(w, args, host)
 	default: // CALLIT/BCAST, INDIRECT, GETSTAT and anything unknown
-		return oncrpc.ProcUnavail, nil
+		return oncrpc.ProcUnavail
 	}
-	return oncrpc.Success, w.b
+}
+
+// getAddr answers GETADDR (anyVers) or GETVERSADDR: the universal address
+// of the program on the query's netid (its own transport when it names
+// none), "" when there is none.
+func (t *rpcbTable) getAddr(w *xdrWriter, anyVers bool, args []byte, netid string, host netip.Addr) oncrpc.AcceptStat {
+	r, err := decodeRPCB(args)
+	if err != nil {
+		return oncrpc.GarbageArgs
+	}
+	nid := r.Netid
+	if nid == "" {
+		nid = netid // rpcbind itself looks up the query's own transport
+	}
+	addr := ""
+	if e, ok := t.lookup(r.Prog, r.Vers, nid, anyVers); ok && host.IsValid() {
+		addr = uaddr(host, e.Port)
+	}
+	w.str(addr)
+	return oncrpc.Success
+}
+
+// dumpRPCB answers DUMP (versions 3 and 4): every entry at host.
+func (t *rpcbTable) dumpRPCB(w *xdrWriter, host netip.Addr) {
+	for _, e := range t.entries {
+		if !host.IsValid() {
+			break
+		}
+		w.u32(1)
+		w.u32(e.Prog)
+		w.u32(e.Vers)
+		w.str(e.Netid)
+		w.str(uaddr(host, e.Port))
+		w.str("superuser")
+	}
+	w.u32(0)
+}
+
+// uaddrToTaddr answers UADDR2TADDR: a universal address as a netbuf (an
+// empty one when it cannot be converted).
+func uaddrToTaddr(w *xdrWriter, args []byte) oncrpc.AcceptStat {
+	d := newArgDecoder(args)
+	s, err := d.String(maxRPCBString)
+	if err != nil {
+		return oncrpc.GarbageArgs
+	}
+	ap, err := parseUaddr(string(s))
+	if err != nil {
+		w.u32(0) // empty netbuf: "cannot convert"
+		w.opaque(nil)
+		return oncrpc.Success
+	}
+	tb := taddrOf(ap)
+	w.u32(uint32(len(tb)))
+	w.opaque(tb)
+	return oncrpc.Success
+}
+
+// taddrToUaddr answers TADDR2UADDR: a netbuf as a universal address (""
+// when it cannot be converted).
+func taddrToUaddr(w *xdrWriter, args []byte) oncrpc.AcceptStat {
+	d := newArgDecoder(args)
+	if _, err := d.Uint32(); err != nil { // maxlen
+		return oncrpc.GarbageArgs
+	}
+	b, err := d.Opaque(maxRPCBString)
+	if err != nil {
+		return oncrpc.GarbageArgs
+	}
+	ap, err := parseTaddr(b)
+	if err != nil {
+		w.str("")
+		return oncrpc.Success
+	}
+	w.str(uaddr(ap.Addr(), int(ap.Port())))
+	return oncrpc.Success
+}
+
+// getAddrList answers GETADDRLIST (version 4): every address of the
+// program version, with its netid, semantics, family and protocol.
+func (t *rpcbTable) getAddrList(w *xdrWriter, args []byte, host netip.Addr) oncrpc.AcceptStat {
+	r, err := decodeRPCB(args)
+	if err != nil {
+		return oncrpc.GarbageArgs
+	}
+	for _, e := range t.entries {
+		if e.Prog != r.Prog || e.Vers != r.Vers || !host.IsValid() {
+			continue
+		}
+		w.u32(1)
+		w.str(uaddr(host, e.Port))
+		w.str(e.Netid)
+		sem := uint32(3) // NC_TPI_COTS_ORD
+		proto := "tcp"
+		switch netidProt(e.Netid) {
+		case ipprotoUDP:
+			sem, proto = 1, "udp" // NC_TPI_CLTS
+		case 0:
+			proto = "rdma"
+		}
+		w.u32(sem)
+		fam := "inet"
+		if e.Netid[len(e.Netid)-1] == '6' {
+			fam = "inet6"
+		}
+		w.str(fam)
+		w.str(proto)
+	}
+	w.u32(0)
+	return oncrpc.Success
 }
 
 // pmapNetids are the netids a PMAP v2 query for prot may mean: the IPv4

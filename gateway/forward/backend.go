@@ -179,74 +179,91 @@ func (s *session) serveBackend(ctx context.Context, conn *net.TCPConn) error {
 	s.mu.Lock()
 	s.be.pingDue, s.be.pingOut = false, false
 	s.mu.Unlock()
-	done := make(chan struct{})
 	// rctx ends with done: the reader's waits for pool memory end with
 	// the connection.
 	rctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var once sync.Once
-	var first error
-	stop := func(err error) {
-		once.Do(func() {
-			first = err
-			close(done)
-			cancel()
-			if err != errPaused { // never a connection being parked
-				conn.Close()
-			}
-		})
-	}
+	st := &connStop{conn: conn, done: make(chan struct{}), cancel: cancel}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	var werr error
 	go func() {
 		defer wg.Done()
-		werr = s.writeCalls(conn, done)
-		stop(werr)
+		werr = s.writeCalls(conn, st.done)
+		st.stop(werr)
 	}()
 	go func() {
 		defer wg.Done()
-		stop(s.readReplies(rctx, conn, done))
+		st.stop(s.readReplies(rctx, conn, st.done))
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.watchBackend(done); err != nil {
-			stop(err)
+		if err := s.watchBackend(st.done); err != nil {
+			st.stop(err)
 		}
 	}()
 	select {
 	case <-ctx.Done():
-		stop(ctx.Err())
-	case <-done:
+		st.stop(ctx.Err())
+	case <-st.done:
 	case <-s.be.pause:
-		// Stop the goroutines without closing: the read deadline wakes a
-		// blocked read (the record reader resumes where it stopped); the
-		// writer stops between records, and a record it is writing may
-		// finish for up to pauseWriteGrace (the client's reconnect waits
-		// that long in claim): cut, it would spoil the stream, and the
-		// connection could not be kept. A writer blocked by a slow
-		// server is the common case when a client reconnects after a
-		// timeout. done first: a goroutine woken by the deadline must
-		// find the stop taken (its own stop would close conn).
-		once.Do(func() { first = errPaused; close(done); cancel() })
-		s.be.paused.Store(true)
-		conn.SetReadDeadline(time.Now())
-		conn.SetWriteDeadline(time.Now().Add(pauseWriteGrace))
-		wg.Wait()
-		s.be.paused.Store(false)
-		switch {
-		case first != errPaused:
-			conn.Close()
-			return first
-		case werr != nil: // not errPaused: nothing to keep
-			conn.Close()
-			return fmt.Errorf("backend connection not kept: a record was cut by the pause: %w", werr)
-		}
-		conn.SetDeadline(time.Time{})
-		return errPaused
+		return s.pauseConn(st, &wg, &werr)
 	}
 	wg.Wait()
-	return first
+	return st.first
+}
+
+// connStop ends the goroutines of one backend connection once: the first
+// error is kept, done closes, the reader's context ends and the
+// connection closes (unless it is being parked).
+type connStop struct {
+	conn   *net.TCPConn
+	done   chan struct{}
+	cancel context.CancelFunc
+	once   sync.Once
+	first  error
+}
+
+func (c *connStop) stop(err error) {
+	c.once.Do(func() {
+		c.first = err
+		close(c.done)
+		c.cancel()
+		if err != errPaused { // never a connection being parked
+			c.conn.Close()
+		}
+	})
+}
+
+// pauseConn stops the connection's goroutines (wg; werr is the writer's
+// error) without closing it, for park.go: the read deadline wakes a
+// blocked read (the record reader resumes where it stopped); the writer
+// stops between records, and a record it is writing may finish for up to
+// pauseWriteGrace (the client's reconnect waits that long in claim): cut,
+// it would spoil the stream, and the connection could not be kept. A
+// writer blocked by a slow server is the common case when a client
+// reconnects after a timeout. It returns errPaused with the connection
+// open, or the error that closed it.
+func (s *session) pauseConn(st *connStop, wg *sync.WaitGroup, werr *error) error {
+	conn := st.conn
+	// done first: a goroutine woken by the deadline must find the stop
+	// taken (its own stop would close conn).
+	st.once.Do(func() { st.first = errPaused; close(st.done); st.cancel() })
+	s.be.paused.Store(true)
+	conn.SetReadDeadline(time.Now())
+	conn.SetWriteDeadline(time.Now().Add(pauseWriteGrace))
+	wg.Wait()
+	s.be.paused.Store(false)
+	switch {
+	case st.first != errPaused:
+		conn.Close()
+		return st.first
+	case *werr != nil: // not errPaused: nothing to keep
+		conn.Close()
+		return fmt.Errorf("backend connection not kept: a record was cut by the pause: %w", *werr)
+	}
+	conn.SetDeadline(time.Time{})
+	return errPaused
 }
 
 // stopped reports whether done has closed.
@@ -469,51 +486,12 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 		case <-done:
 			return nil
 		}
-		s.mu.Lock()
-		batch := s.sendQ
-		s.sendQ = s.spareQ[:0]
-		now := time.Now()
-		for _, pc := range batch {
-			pc.sent = now // guarded by s.mu: the reader reads it
+		var stop bool
+		var err error
+		if vec, stop, err = s.writeBatch(rw, s.takeBatch(), vec, done); err != nil {
+			return err
 		}
-		s.mu.Unlock()
-		for i, pc := range batch {
-			if i > 0 && stopped(done) {
-				// Pausing (or failing): what is left stays pending, for
-				// teardown or the next connection, instead of being cut
-				// by the pause's deadline mid-record.
-				clear(batch)
-				s.giveBackBatch(batch)
-				return nil
-			}
-			// pc is not touched after the writev unless the answer was
-			// handed to us: the reader may recycle it at once.
-			xid := pc.xid
-			s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
-			vec = pc.call.Msg.AppendVec(vec[:0])
-			pc.writing()
-			err := rw.WriteRecordv(vec)
-			if pc.written() {
-				// The reply came back before writev returned: the
-				// reader left the answer to us (session.go). Reply may
-				// wait for the client to take replies, as on the reader.
-				held := !s.be.localWait.Swap(true)
-				s.finishAnswer(pc)
-				if held {
-					s.be.localWait.Store(false)
-				}
-			}
-			batch[i] = nil
-			if err != nil {
-				clear(batch)
-				s.giveBackBatch(batch)
-				s.met.BackendError("write")
-				return fmt.Errorf("write call xid %#x: %w", xid, err)
-			}
-		}
-		clear(vec[:cap(vec)])
-		s.giveBackBatch(batch)
-		if stopped(done) {
+		if stop || stopped(done) {
 			return nil // pausing: the batch's last record is out; no more
 		}
 		if err := s.writeBackchannelReplies(rw); err != nil {
@@ -525,6 +503,72 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
 	}
 }
 
+// takeBatch takes the calls queued for the writer, stamped as sent now.
+func (s *session) takeBatch() []*pendingCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch := s.sendQ
+	s.sendQ = s.spareQ[:0]
+	now := time.Now()
+	for _, pc := range batch {
+		pc.sent = now // guarded by s.mu: the reader reads it
+	}
+	return batch
+}
+
+// writeBatch writes the batch's calls in order (vec is the vector to
+// reuse, returned grown) and gives the batch's storage back. It stops
+// early (stop) when done closes between two records, or on a write
+// error, leaving the calls not written pending.
+func (s *session) writeBatch(rw *tcprpc.RecordWriter, batch []*pendingCall, vec [][]byte, done <-chan struct{}) (_ [][]byte, stop bool, err error) {
+	for i, pc := range batch {
+		if i > 0 && stopped(done) {
+			// Pausing (or failing): what is left stays pending, for
+			// teardown or the next connection, instead of being cut
+			// by the pause's deadline mid-record.
+			clear(batch)
+			s.giveBackBatch(batch)
+			return vec, true, nil
+		}
+		vec = pc.call.Msg.AppendVec(vec[:0])
+		err := s.writeCall(rw, pc, vec)
+		batch[i] = nil
+		if err != nil {
+			clear(batch)
+			s.giveBackBatch(batch)
+			return vec, true, err
+		}
+	}
+	clear(vec[:cap(vec)])
+	s.giveBackBatch(batch)
+	return vec, false, nil
+}
+
+// writeCall writes pc's message (vec) as one record. pc is not touched
+// after the writev unless the answer was handed to the writer: the
+// reader may recycle it at once.
+func (s *session) writeCall(rw *tcprpc.RecordWriter, pc *pendingCall, vec [][]byte) error {
+	xid := pc.xid
+	s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
+	pc.writing()
+	err := rw.WriteRecordv(vec)
+	if pc.written() {
+		// The reply came back before writev returned: the reader left
+		// the answer to us (session.go). Reply may wait for the client
+		// to take replies, as on the reader.
+		held := !s.be.localWait.Swap(true)
+		s.finishAnswer(pc)
+		if held {
+			s.be.localWait.Store(false)
+		}
+	}
+	if err != nil {
+		s.met.BackendError("write")
+		return fmt.Errorf("write call xid %#x: %w", xid, err)
+	}
+	return nil
+}
+
 // giveBackBatch returns the writer's batch storage for the next swap.
 func (s *session) giveBackBatch(batch []*pendingCall) {
 	s.mu.Lock()
@@ -532,41 +576,64 @@ func (s *session) giveBackBatch(batch []*pendingCall) {
 	s.mu.Unlock()
 }
 
+// replyPeekMax is the read-ahead of a backend connection's record
+// reader: the walker's window, and also how much of a READ payload one
+// read() may pull in ahead of its buffer (to be copied once more): 16 KiB
+// keeps that under 2% of a 1 MiB READ.
+const replyPeekMax = 16 << 10
+
 // readReplies reads reply records, matches them to calls by XID and
 // delivers them.
 // ctx ends when done closes.
 func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-chan struct{}) error {
-	// The read-ahead is the walker's window and also how much of a READ
-	// payload one read() may pull in ahead of its buffer (to be copied
-	// once more): 16 KiB keeps that under 2% of a 1 MiB READ.
-	const peekMax = 16 << 10
-	rr := s.be.rr
-	if rr != nil && s.be.rrConn == conn {
-		rr.Resume() // the connection was paused
-	} else {
-		rr = tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: peekMax})
-		s.be.rr, s.be.rrConn = rr, conn
-	}
+	rr := s.replyReader(conn)
 	lim := s.cfg.CarryLimits()
-	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, peekMax, &lim)
+	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim)
 	var rh oncrpc.ReplyHeader
+	for {
+		head, err := s.nextReply(rr, done)
+		if err != nil {
+			return err
+		}
+		if err := s.takeReply(rr, rb, head, &rh, done); err != nil {
+			return err
+		}
+	}
+}
+
+// replyReader is conn's record reader: the one kept while the connection
+// was paused (park.go), or a new one.
+func (s *session) replyReader(conn *net.TCPConn) *tcprpc.RecordReader {
+	if rr := s.be.rr; rr != nil && s.be.rrConn == conn {
+		rr.Resume() // the connection was paused
+		return rr
+	}
+	rr := tcprpc.NewRecordReader(conn, &tcprpc.ReaderConfig{MaxRecord: int(s.cfg.Backend.MaxReplyBytes), BufferSize: replyPeekMax})
+	s.be.rr, s.be.rrConn = rr, conn
+	return rr
+}
+
+// nextReply starts the next record and peeks at its head (up to the
+// largest RPC reply header); a record too short for an RPC reply is
+// skipped. An error ends the connection.
+func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]byte, error) {
 	for {
 		if err := rr.Next(); err != nil {
 			if s.be.paused.Load() {
-				return errPaused
+				return nil, errPaused
 			}
 			if errors.Is(err, io.EOF) {
-				return errors.New("backend closed the connection")
+				return nil, errors.New("backend closed the connection")
 			}
 			s.met.BackendReadFailed(err)
 			s.replyTooLarge(rr, err)
-			return fmt.Errorf("read reply: %w", err)
+			return nil, fmt.Errorf("read reply: %w", err)
 		}
 		s.be.lastRecv.Store(time.Now().UnixNano())
 		head, err := rr.Peek(oncrpc.MaxReplyHeader)
 		if err != nil && err != io.EOF {
 			if s.be.paused.Load() {
-				return errPaused
+				return nil, errPaused
 			}
 			s.met.BackendReadFailed(err)
 			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
@@ -574,67 +641,82 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 					s.replyBroken(pc, done, err)
 				}
 			}
-			return fmt.Errorf("read reply: %w", err)
+			return nil, fmt.Errorf("read reply: %w", err)
 		}
-		if len(head) < 4 {
-			s.met.BackendError("protocol")
-			s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
-			continue
+		if len(head) >= 4 {
+			return head, nil
 		}
-		// The server's callbacks (NFSv4.1 backchannel) share the
-		// connection: a CALL goes to the client, not to a pending call.
-		if xid, mt, perr := oncrpc.PeekMsgType(head); perr == nil && mt == oncrpc.Call {
-			if err := s.readBackchannelCall(rr, xid); err != nil {
-				return fmt.Errorf("read callback: %w", err)
-			}
-			continue
-		}
-		hdrLen, herr := rh.Decode(head)
-		pc, sent := s.sentCall(rh.XID)
-		if pc == nil && s.pingReply(rh.XID) {
-			s.be.gotReply.Store(true)
-			continue
-		}
-		if pc == nil {
-			s.met.UnknownXIDReplies.Inc()
-			s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
-			continue
-		}
-		s.met.Observe(s.met.BackendLatency, sent)
-		st := gateway.StatusUnparsable
-		walk := false
-		if herr != nil {
-			// Forward it as it came: the client's RPC layer judges it.
-			s.met.BackendError("protocol")
-			s.log.Warn("backend reply header does not decode; forwarded as is", "peer", s.peer, "xid", rh.XID, "error", herr)
-			hdrLen = 0
-		} else {
-			st = gateway.ReplyStatusOf(&rh)
-			walk = st == gateway.StatusSuccess && pc.ddp && ulb.Supported(pc.prog, pc.vers)
-		}
-		if err := rb.build(pc, hdrLen, walk); err != nil {
-			if errors.Is(err, errConnGoing) {
-				return err
-			}
-			if s.be.paused.Load() {
-				return errPaused
-			}
-			s.met.BackendReadFailed(err)
-			s.replyBroken(pc, done, err)
-			return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
-		}
-		s.be.gotReply.Store(true)
-		if rb.refused != nil {
-			s.failCall(pc, failNoDDP, rb.refused)
-			continue
-		}
-		if rb.fallback {
-			s.met.DDPFallbacks.Inc()
-			s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,
-				"program", pc.prog, "version", pc.vers, "procedure", pc.proc)
-		}
-		s.be.localWait.Store(true) // Reply may wait for the client to take replies
-		s.deliver(pc, st)
-		s.be.localWait.Store(false)
+		s.met.BackendError("protocol")
+		s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
 	}
+}
+
+// takeReply handles the record whose head nextReply peeked at: a
+// callback from the server, the reply to a ping, or the reply to a call
+// (relayReply); a reply for no call is dropped. An error ends the
+// connection.
+func (s *session) takeReply(rr *tcprpc.RecordReader, rb *replyBuilder, head []byte, rh *oncrpc.ReplyHeader, done <-chan struct{}) error {
+	// The server's callbacks (NFSv4.1 backchannel) share the
+	// connection: a CALL goes to the client, not to a pending call.
+	if xid, mt, perr := oncrpc.PeekMsgType(head); perr == nil && mt == oncrpc.Call {
+		if err := s.readBackchannelCall(rr, xid); err != nil {
+			return fmt.Errorf("read callback: %w", err)
+		}
+		return nil
+	}
+	hdrLen, herr := rh.Decode(head)
+	pc, sent := s.sentCall(rh.XID)
+	if pc == nil && s.pingReply(rh.XID) {
+		s.be.gotReply.Store(true)
+		return nil
+	}
+	if pc == nil {
+		s.met.UnknownXIDReplies.Inc()
+		s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
+		return nil
+	}
+	s.met.Observe(s.met.BackendLatency, sent)
+	return s.relayReply(rb, pc, rh, hdrLen, herr, done)
+}
+
+// relayReply builds pc's reply from the record (its header decoded into
+// rh, hdrLen bytes, or herr) and hands it to the client. An error ends
+// the connection.
+func (s *session) relayReply(rb *replyBuilder, pc *pendingCall, rh *oncrpc.ReplyHeader, hdrLen int, herr error, done <-chan struct{}) error {
+	st := gateway.StatusUnparsable
+	walk := false
+	if herr != nil {
+		// Forward it as it came: the client's RPC layer judges it.
+		s.met.BackendError("protocol")
+		s.log.Warn("backend reply header does not decode; forwarded as is", "peer", s.peer, "xid", rh.XID, "error", herr)
+		hdrLen = 0
+	} else {
+		st = gateway.ReplyStatusOf(rh)
+		walk = st == gateway.StatusSuccess && pc.ddp && ulb.Supported(pc.prog, pc.vers)
+	}
+	if err := rb.build(pc, hdrLen, walk); err != nil {
+		if errors.Is(err, errConnGoing) {
+			return err
+		}
+		if s.be.paused.Load() {
+			return errPaused
+		}
+		s.met.BackendReadFailed(err)
+		s.replyBroken(pc, done, err)
+		return fmt.Errorf("read reply xid %#x: %w", rh.XID, err)
+	}
+	s.be.gotReply.Store(true)
+	if rb.refused != nil {
+		s.failCall(pc, failNoDDP, rb.refused)
+		return nil
+	}
+	if rb.fallback {
+		s.met.DDPFallbacks.Inc()
+		s.log.Debug("reply results sent inline instead of by DDP", "peer", s.peer, "xid", rh.XID,
+			"program", pc.prog, "version", pc.vers, "procedure", pc.proc)
+	}
+	s.be.localWait.Store(true) // Reply may wait for the client to take replies
+	s.deliver(pc, st)
+	s.be.localWait.Store(false)
+	return nil
 }

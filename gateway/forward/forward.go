@@ -212,19 +212,7 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	peer := req.RemoteAddr().String()
 	cfg := f.reload.Current() // a reload applies to the connections made after it
 	id := clientIdentity(peer)
-	var ending func() bool // a reconnect waits for its old session to park
-	if cfg.Backend.ReconnectGrace > 0 {
-		ending = func() bool { return f.transportEnding(id) }
-	}
-	s, conn := f.parked.claim(id, ending) // the backend connection of its last transport
-	var d *backendDialer
-	var err error
-	if s != nil {
-		d = s.dialer
-	} else {
-		d = &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
-		conn, err = d.dial(ctx)
-	}
+	s, conn, d, err := f.backendFor(ctx, id, cfg)
 	if err != nil {
 		f.met.Rejected("backend_unavailable")
 		f.met.BackendError("connect")
@@ -245,6 +233,39 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		"backend", f.backend, "backend_local", localAddr(conn), "backend_kept", s != nil)
 	f.met.CreditsGranted.Add(float64(cfg.RDMA.Credits))
 	defer f.met.CreditsGranted.Sub(float64(cfg.RDMA.Credits))
+	s = f.startSession(s, rc, cfg, ops, d, disconnect)
+	defer f.clients.Remove(s)
+	leaving := false
+	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
+	if kept := s.run(ctx, conn, d); kept != nil {
+		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
+	}
+	if leaving {
+		f.parked.leave(id, -1)
+	}
+}
+
+// backendFor is the backend connection for a new transport of client
+// id: the session and connection its last transport left parked, or a
+// new connection (s nil); d dials it again when it fails.
+func (f *Gateway) backendFor(ctx context.Context, id string, cfg *gateway.Config) (s *session, conn *net.TCPConn, d *backendDialer, err error) {
+	var ending func() bool // a reconnect waits for its old session to park
+	if cfg.Backend.ReconnectGrace > 0 {
+		ending = func() bool { return f.transportEnding(id) }
+	}
+	s, conn = f.parked.claim(id, ending) // the backend connection of its last transport
+	if s != nil {
+		return s, conn, s.dialer, nil
+	}
+	d = &backendDialer{addr: f.backend, timeout: cfg.Backend.ConnectTimeout, reserved: cfg.Backend.ReservedSourcePort}
+	conn, err = d.dial(ctx)
+	return nil, conn, d, err
+}
+
+// startSession attaches the accepted connection rc to the parked session
+// s, or to a new one (s nil), and enters it in the client table
+// (disconnect ends it at a drain's end). It returns the session.
+func (f *Gateway) startSession(s *session, rc *rdmarpc.ResponderConn, cfg *gateway.Config, ops *gateway.ClientOps, d *backendDialer, disconnect context.CancelFunc) *session {
 	if s != nil {
 		s.attach(rc, cfg)
 		f.met.ForwardBackend.Kept.Inc()
@@ -259,15 +280,7 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		s.ops.Draining.Store(true)
 		disconnect()
 	}
-	defer f.clients.Remove(s)
-	leaving := false
-	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
-	if kept := s.run(ctx, conn, d); kept != nil {
-		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
-	}
-	if leaving {
-		f.parked.leave(id, -1)
-	}
+	return s
 }
 
 // transportEnding reports whether a session of client id is still

@@ -83,39 +83,56 @@ func (c *revClient) run(parent context.Context) string {
 	stopOnCancel := context.AfterFunc(c.ctx, func() { c.conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stopOnCancel()
 
-	err := c.readCalls()
-	reason := "client"
+	reason := c.endReason(parent, c.readCalls())
+	c.teardown()
+	return reason
+}
+
+// endReason is why the client's session ends, after its reader stopped
+// with err: the metric reason of the closed connection. A drain, or the
+// client closing its side, lets the calls in flight finish first
+// (bounded by the drain's deadline, or drainTimeout).
+func (c *revClient) endReason(parent context.Context, err error) string {
 	switch {
 	case c.link.gone():
-		reason = "backend_gone"
+		return "backend_gone"
 	case parent.Err() != nil:
-		reason = "shutdown"
+		return "shutdown"
 	case c.ops.Draining.Load():
 		// A drain stopped the reader: let the calls in flight finish;
 		// the drain ends parent at its deadline.
-		reason = "shutdown"
-		done := make(chan struct{})
-		go func() { c.busy.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-c.callsDone():
 		case <-parent.Done():
 		}
+		return "shutdown"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF):
 		// The client reset or dropped the connection mid-record: an
 		// ordinary (if abrupt) disconnect, e.g. libnfs at exit.
 		c.log.Debug("client connection reset", "peer", c.peer, "error", err)
 	case errors.Is(err, io.EOF):
 		// The client closed its side: let its calls finish, bounded.
-		done := make(chan struct{})
-		go func() { c.busy.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-c.callsDone():
 		case <-time.After(drainTimeout):
 		}
 	case err != nil:
-		reason = "error"
 		c.log.Warn("client connection ended", "peer", c.peer, "error", err)
+		return "error"
 	}
+	return "client"
+}
+
+// callsDone is closed once the client has no call in flight.
+func (c *revClient) callsDone() <-chan struct{} {
+	done := make(chan struct{})
+	go func() { c.busy.Wait(); close(done) }()
+	return done
+}
+
+// teardown ends the session: the connection closes, the calls in flight
+// end, the slot workers stop and the slots give their memory back.
+func (c *revClient) teardown() {
 	c.cancel()
 	c.conn.Close()
 	c.busy.Wait()
@@ -126,7 +143,6 @@ func (c *revClient) run(parent context.Context) string {
 	for _, s := range c.slots {
 		s.free()
 	}
-	return reason
 }
 
 // drainTimeout bounds how long the replies to a departed client's last

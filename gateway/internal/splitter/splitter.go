@@ -231,25 +231,53 @@ func (s *Splitter) release() {
 }
 
 func (s *Splitter) fill(ctx context.Context, r Record) (Outcome, error) {
-	var out Outcome
 	walk := r.Walk && s.walk.Reset(r.Dir, r.Prog, r.Vers, r.Proc) == nil
 	// skip counts record bytes walked but not yet copied: the walk starts
 	// after the RPC header, which is copied together with whatever
 	// precedes the first item (or with everything, when there is none).
 	skip := r.HdrLen
 	s.expectItems = walk
-	window := s.cfg.Window
-	want := min(skip+ulb.FirstPeek, window)
+	want := min(skip+ulb.FirstPeek, s.cfg.Window)
 	bodies := 0
 	for walk {
-		p, err := s.rr.Peek(want)
-		if err != nil && err != io.EOF {
+		it, out, done, err := s.nextItem(skip, &want)
+		if err != nil {
 			return out, err
+		}
+		if done {
+			s.expectItems = false
+			return out, s.copyRest(ctx)
+		}
+		if out := s.stopAt(it, bodies); out.Stop != Walked {
+			s.expectItems = false
+			return out, s.copyRest(ctx)
+		}
+		if it.Length > 0 {
+			bodies++
+		}
+		if err := s.place(ctx, skip, it); err != nil {
+			return Outcome{}, err
+		}
+		skip, want = 0, min(ulb.FirstPeek, s.cfg.Window)
+	}
+	s.expectItems = false
+	return Outcome{}, s.copyRest(ctx)
+}
+
+// nextItem walks the read-ahead, skip bytes in, on to the next
+// DDP-eligible item, widening the window (want) as the walker asks. It
+// returns the item, or done and the outcome that ends the walk (Walked
+// when the record has no more items), or the connection's error.
+func (s *Splitter) nextItem(skip int, want *int) (it ulb.Item, out Outcome, done bool, err error) {
+	window := s.cfg.Window
+	for {
+		p, err := s.rr.Peek(*want)
+		if err != nil && err != io.EOF {
+			return it, out, true, err
 		}
 		if len(p) < skip {
 			// Cannot happen: the header came from this window.
-			out = Outcome{Stop: Unwalkable, Item: s.walk.Items()}
-			break
+			return it, Outcome{Stop: Unwalkable, Item: s.walk.Items()}, true, nil
 		}
 		st, werr := s.walk.Next(p[skip:])
 		if werr == nil && st.Kind == ulb.StepNeedMore && err == nil && len(p) < window {
@@ -257,49 +285,53 @@ func (s *Splitter) fill(ctx context.Context, r Record) (Outcome, error) {
 			// long result costs a few walks, not one per entry. The
 			// window stays small next to a READ payload: most of the
 			// payload is received straight into its buffer.
-			want = min(max(skip+st.Need, 2*len(p)), window)
+			*want = min(max(skip+st.Need, 2*len(p)), window)
 			continue
 		}
 		if werr != nil || st.Kind == ulb.StepNeedMore {
 			// Bytes that do not decode as the procedure's, a truncated
 			// record, or a walker that needs more contiguous bytes than
 			// the read-ahead holds: the rest goes inline.
-			out = Outcome{Stop: Unwalkable, Item: s.walk.Items(), Err: werr, Lookahead: len(p) - skip}
-			break
+			return it, Outcome{Stop: Unwalkable, Item: s.walk.Items(), Err: werr, Lookahead: len(p) - skip}, true, nil
 		}
 		if st.Kind == ulb.StepDone {
-			break
+			return it, out, true, nil
 		}
-		it := st.Item
-		switch {
-		case it.Length > 0 && s.cfg.MaxBodies > 0 && bodies == s.cfg.MaxBodies:
-			out = Outcome{Stop: BodyLimit, Item: it.Index, Length: it.Length}
-		case s.cfg.Inline == Scratch && s.nitems == len(s.items):
-			out = Outcome{Stop: TooMany, Item: it.Index, Length: it.Length}
-		case it.Length > s.cfg.Pool.MaxSize():
-			out = Outcome{Stop: TooLarge, Item: it.Index, Length: it.Length}
-		}
-		if out.Stop != Walked {
-			break
-		}
-		if it.Length > 0 {
-			bodies++
-		}
-		if err := s.copyInline(ctx, skip+it.Offset); err != nil {
-			return out, err
-		}
-		skip, want = 0, min(ulb.FirstPeek, window)
-		if err := s.item(ctx, it.Length); err != nil {
-			return out, fmt.Errorf("item %d: %w", it.Index, err)
-		}
-		if it.Pad > 0 {
-			if _, err := s.rr.Discard(it.Pad); err != nil {
-				return out, fmt.Errorf("pad after item %d: %w", it.Index, err)
-			}
+		return st.Item, out, false, nil
+	}
+}
+
+// stopAt says whether the walk must stop before item it (bodies items
+// with a body placed so far): too many bodies or items, or a body larger
+// than the largest pool buffer. Walked: go on.
+func (s *Splitter) stopAt(it ulb.Item, bodies int) Outcome {
+	switch {
+	case it.Length > 0 && s.cfg.MaxBodies > 0 && bodies == s.cfg.MaxBodies:
+		return Outcome{Stop: BodyLimit, Item: it.Index, Length: it.Length}
+	case s.cfg.Inline == Scratch && s.nitems == len(s.items):
+		return Outcome{Stop: TooMany, Item: it.Index, Length: it.Length}
+	case it.Length > s.cfg.Pool.MaxSize():
+		return Outcome{Stop: TooLarge, Item: it.Index, Length: it.Length}
+	}
+	return Outcome{}
+}
+
+// place copies the inline bytes before item it (skip bytes walked and
+// not copied, up to its offset), receives its body into a buffer of its
+// own and discards its XDR pad.
+func (s *Splitter) place(ctx context.Context, skip int, it ulb.Item) error {
+	if err := s.copyInline(ctx, skip+it.Offset); err != nil {
+		return err
+	}
+	if err := s.item(ctx, it.Length); err != nil {
+		return fmt.Errorf("item %d: %w", it.Index, err)
+	}
+	if it.Pad > 0 {
+		if _, err := s.rr.Discard(it.Pad); err != nil {
+			return fmt.Errorf("pad after item %d: %w", it.Index, err)
 		}
 	}
-	s.expectItems = false
-	return out, s.copyRest(ctx)
+	return nil
 }
 
 // item receives an item body of n bytes into a buffer of its own.

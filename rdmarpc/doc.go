@@ -49,6 +49,8 @@
 //	                       VersionMemory), CALL_INLINE/CALL_EXTERNAL,
 //	                       REPLY_INLINE/EXTERNAL, RDMA2_ERROR both ways,
 //	                       GRANT and the v2 credit (v2Link)
+//	requester_v2cont.go    version two continuation: REPLY_MIDDLE
+//	                       reassembly (Reassembler), CALL_MIDDLE sending
 //	backchannel*.go        backward-direction calls (RFC 8167), both sides
 //
 // Both engines are one endpoint plus what differs:

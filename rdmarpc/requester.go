@@ -237,11 +237,11 @@ type RequesterConn struct {
 
 	// Version two (requester_v2.go). vers is fixed before the loop runs.
 	vers    uint32
-	link    v2Link   // guarded by mu
-	ctl     *ctlSend // the control-message slot (nil in VersionV1)
-	nposted int      // receives posted, guarded by mu
-	maxSeg  int      // largest segment offered (0: any; version one)
-	grants  int      // RDMA2_GRANTs sent, guarded by mu
+	link    v2Link    // guarded by mu
+	ctls    []ctlSend // control-message slots (none in VersionV1)
+	nposted int       // receives posted, guarded by mu
+	maxSeg  int       // largest segment offered (0: any; version one)
+	cont    rqCont    // continued replies (requester_v2cont.go), loop goroutine
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex
@@ -296,7 +296,7 @@ func (c *RequesterConn) setup(ctx context.Context, dev verbs.Device, addr string
 	var pdata [PrivateDataSize]byte
 	local.Encode(pdata[:])
 	c.qp, err = dev.Dial(ctx, addr, verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq,
-		MaxSendWR: nreq + 8 + c.bc.credits, MaxRecvWR: nrecv, MaxSGE: defaultMaxSGE,
+		MaxSendWR: nreq + 8 + c.bc.credits + c.contWRs(), MaxRecvWR: nrecv, MaxSGE: defaultMaxSGE,
 		PrivateData: pdata[:], Timeout: cfg.ConnectTimeout})
 	if err != nil {
 		return fmt.Errorf("rdmarpc: requester: connect to %s: %w", addr, err)
@@ -425,7 +425,7 @@ func (c *RequesterConn) acquire(ctx context.Context, reserved bool) (*reqCtxt, e
 			x.state = reqBusy
 			if c.vers == V2Version {
 				c.link.posted() // taken back by putLocked if never sent
-				x.v2counted = true
+				x.v2counted = 1
 			}
 			more := c.mayCallLocked(reserved)
 			c.mu.Unlock()
@@ -522,7 +522,11 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		c.finish(x) // no reply yet: registrations, buffers, credit
 		return err
 	}
-	if err := c.qp.PostSend(&x.wr); err != nil {
+	wr := &x.wr
+	if x.nfrags > 0 {
+		wr = &x.frags[0] // a continued call: its MIDDLE Sends first
+	}
+	if err := c.qp.PostSend(wr); err != nil {
 		c.mu.Lock()
 		x.sendPending = false
 		c.sendsOut--
@@ -551,11 +555,14 @@ func (c *RequesterConn) enlist(x *reqCtxt, xid uint32) error {
 	x.xid = xid
 	x.state = reqWaiting
 	x.sendPending = true
-	if x.v2counted {
+	if x.v2counted > 0 {
 		// Counted when the credit was taken; the credit written is
 		// what the receives posted now allow.
-		x.v2counted = false
-		binary.BigEndian.PutUint32(x.sendBuf.Bytes[8:], c.link.creditFor(c.advertiseLocked()))
+		x.v2counted = 0
+		credit := c.link.creditFor(c.advertiseLocked())
+		for _, at := range x.credAt[:x.ncred] {
+			binary.BigEndian.PutUint32(x.credBuf.Bytes[at:], credit)
+		}
 	}
 	c.sendsOut++
 	return nil
@@ -609,8 +616,7 @@ func (c *RequesterConn) putLocked(x *reqCtxt) {
 	}
 	x.state = reqFree
 	x.inline, x.chunks, x.err = nil, nil, nil
-	if x.v2counted {
-		x.v2counted = false
+	for ; x.v2counted > 0; x.v2counted-- {
 		c.link.unposted()
 	}
 	if x.holdsCredit {
@@ -691,12 +697,16 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 		c.mu.Unlock()
 	case wrBCSend:
 		c.bcSendDone(wc)
+	case wrContSend:
+		if wc.Status != verbs.StatusSuccess {
+			c.wcFailed(wc)
+		}
 	case wrCtlSend:
 		if wc.Status != verbs.StatusSuccess {
 			c.wcFailed(wc)
 		}
 		c.mu.Lock()
-		c.ctlDoneLocked()
+		c.ctlDoneLocked(idx)
 		c.mu.Unlock()
 	}
 }
@@ -773,9 +783,15 @@ func (c *RequesterConn) release() {
 		}
 	}
 	// The queue pair is closed: its control Send, if any, is over.
-	if c.ctl != nil && c.ctl.buf != nil {
-		c.ctl.buf.Release()
-		c.ctl.buf = nil
+	if c.cont.buf != nil { // a continued reply cut off by the end
+		c.cont.buf.Release()
+		c.cont.buf = nil
+	}
+	for i := range c.ctls {
+		if s := &c.ctls[i]; s.buf != nil {
+			s.buf.Release()
+			s.buf = nil
+		}
 	}
 	c.mu.Unlock()
 	c.bcRelease()

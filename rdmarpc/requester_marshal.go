@@ -237,6 +237,7 @@ func (c *RequesterConn) offerReplyRoom(x *reqCtxt, plan *ReplyPlan) error {
 }
 
 func (x *reqCtxt) setSend(n int) {
+	x.credBuf, x.credAt[0], x.ncred, x.nfrags = x.sendBuf, 8, 1, 0
 	x.sge[0] = x.conn.sge(x.sendBuf, 0, n)
 	x.wr = verbs.SendWR{ID: wrSend | uint64(x.idx), Op: verbs.OpSend, SGL: x.sge[:], Signal: true}
 }

@@ -30,7 +30,7 @@ type reqCtxt struct {
 	state       int
 	holdsCredit bool
 	sendPending bool
-	v2counted   bool // version two: counted as sent, not yet posted
+	v2counted   int // version two: Sends counted as sent, not yet posted
 	xid         uint32
 	rep         *rrecv // the receive an inline reply lies in
 
@@ -39,6 +39,15 @@ type reqCtxt struct {
 	h2      *V2Header // version two (nil on a VersionV1 connection)
 	wr      verbs.SendWR
 	sge     [1]verbs.SGE
+	// Version two: a continued call's MIDDLE Sends (nfrags of them,
+	// chained before wr) and where each Send's rdma_credit lies in
+	// credBuf (ncred of them; the one of wr in sendBuf otherwise).
+	frags   [contMaxFrags - 1]verbs.SendWR
+	fsge    [contMaxFrags - 1][1]verbs.SGE
+	nfrags  int
+	credBuf *Buffer
+	credAt  [contMaxFrags]int
+	ncred   int
 
 	regMu    sync.Mutex
 	readMRs  []verbs.MR // expose the call's data: remote read

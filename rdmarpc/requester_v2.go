@@ -129,8 +129,14 @@ var (
 // (CONNPROP, RDMA2_ERROR answer).
 const wrCtlSend uint64 = 6 << 56
 
-// ctlSend is the requester's one control-message slot.
+// ctlSlots is how many control messages may be in flight at once: an
+// answer to a message that broke a continued reply, and the answer to the
+// reply it broke, say.
+const ctlSlots = 2
+
+// ctlSend is one control-message slot of the requester.
 type ctlSend struct {
+	idx  int
 	buf  *Buffer
 	wr   verbs.SendWR
 	sge  [1]verbs.SGE
@@ -154,11 +160,14 @@ func (c *RequesterConn) v2Init() error {
 	for i := range c.reqs {
 		c.reqs[i].h2 = &h2s[len(c.recvs)+i]
 	}
-	b, err := c.pool.Get(V2FirstMessageMax)
-	if err != nil {
-		return fmt.Errorf("rdmarpc: requester: control buffer: %w", err)
+	c.ctls = make([]ctlSend, ctlSlots)
+	for i := range c.ctls {
+		b, err := c.pool.Get(V2FirstMessageMax)
+		if err != nil {
+			return fmt.Errorf("rdmarpc: requester: control buffer: %w", err)
+		}
+		c.ctls[i] = ctlSend{idx: i, buf: b}
 	}
-	c.ctl = &ctlSend{buf: b}
 	return nil
 }
 
@@ -174,8 +183,9 @@ func (c *RequesterConn) negotiate(ctx context.Context, addr string) error {
 	lim := localProps(c.cfg.InlineSend, c.cfg.InlineRecv, c.pool.MaxSize(), 0, c.bcLevel())
 	c.mu.Lock()
 	c.link.init(lim)
-	c.link.buildProps(&c.ctl.hdr, c.advertiseLocked())
-	err := c.postCtlLocked()
+	s := &c.ctls[0]
+	c.link.buildProps(&s.hdr, c.advertiseLocked())
+	err := c.postCtlLocked(s)
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("rdmarpc: requester: sending transport properties: %w", err)
@@ -223,7 +233,7 @@ func (c *RequesterConn) awaitFirst(ctx context.Context) (uint32, error) {
 			switch wc.ID & wrKindMask {
 			case wrCtlSend:
 				c.mu.Lock()
-				c.ctlDoneLocked()
+				c.ctlDoneLocked(int(wc.ID & wrIndexMask))
 				c.mu.Unlock()
 			case wrRecv:
 				r := &c.recvs[int(wc.ID&wrIndexMask)]
@@ -315,16 +325,29 @@ func (c *RequesterConn) bcLevel() uint32 {
 // receives posted, less the one kept for a GRANT.
 func (c *RequesterConn) advertiseLocked() int { return max(c.nposted-1, 0) }
 
-// postCtlLocked posts the control slot's header (built by the caller).
-// Caller holds c.mu.
-func (c *RequesterConn) postCtlLocked() error {
-	s := c.ctl
+// freeCtlLocked returns a free control slot, nil if none (or the
+// connection is gone, or no credit allows a Send).
+func (c *RequesterConn) freeCtlLocked() *ctlSend {
+	if c.isDead() || !c.link.mayPost() {
+		return nil
+	}
+	for i := range c.ctls {
+		if s := &c.ctls[i]; !s.busy && s.buf != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// postCtlLocked posts slot s's header (built by the caller). Caller
+// holds c.mu.
+func (c *RequesterConn) postCtlLocked(s *ctlSend) error {
 	n, err := s.hdr.Encode(s.buf.Bytes)
 	if err != nil {
 		return err
 	}
 	s.sge[0] = c.sge(s.buf, 0, n)
-	s.wr = verbs.SendWR{ID: wrCtlSend, Op: verbs.OpSend, SGL: s.sge[:], Signal: true}
+	s.wr = verbs.SendWR{ID: wrCtlSend | uint64(s.idx), Op: verbs.OpSend, SGL: s.sge[:], Signal: true}
 	s.busy = true
 	c.sendsOut++
 	if err := c.qp.PostSend(&s.wr); err != nil {
@@ -336,9 +359,9 @@ func (c *RequesterConn) postCtlLocked() error {
 	return nil
 }
 
-func (c *RequesterConn) ctlDoneLocked() {
-	if c.ctl != nil && c.ctl.busy {
-		c.ctl.busy = false
+func (c *RequesterConn) ctlDoneLocked(idx int) {
+	if idx < len(c.ctls) && c.ctls[idx].busy {
+		c.ctls[idx].busy = false
 		c.sendsOut--
 	}
 }
@@ -351,7 +374,8 @@ func (c *RequesterConn) answerV2(err error) {
 	c.log.Warn("bad version-two message from the responder", "peer", c.peer(), "error", err)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ctl.busy || !c.link.mayPost() || c.isDead() {
+	s := c.freeCtlLocked()
+	if s == nil {
 		return
 	}
 	var ve *V2Error
@@ -359,10 +383,10 @@ func (c *RequesterConn) answerV2(err error) {
 		// The version is fixed on this connection.
 		ve.Code = V2ErrVersMismatch
 	}
-	if !c.ctl.hdr.SetErrorAnswer(err, c.link.creditFor(c.advertiseLocked()), V2Version, V2Version) {
+	if !s.hdr.SetErrorAnswer(err, c.link.creditFor(c.advertiseLocked()), V2Version, V2Version) {
 		return
 	}
-	c.postAnswerLocked()
+	c.postAnswerLocked(s)
 }
 
 // grantIfDue sends an RDMA2_GRANT when the responder is running out of
@@ -373,15 +397,17 @@ func (c *RequesterConn) grantIfDue() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	adv := c.advertiseLocked()
-	if c.ctl.busy || c.isDead() || !c.link.grantDue(adv) || !c.link.mayPost() {
+	if !c.link.grantDue(adv) {
 		return
 	}
-	c.ctl.hdr.Init(0, c.link.creditFor(adv), HTypeGrant)
-	if err := c.postCtlLocked(); err != nil {
+	s := c.freeCtlLocked()
+	if s == nil {
+		return
+	}
+	s.hdr.Init(0, c.link.creditFor(adv), HTypeGrant)
+	if err := c.postCtlLocked(s); err != nil {
 		c.log.Warn("RDMA2_GRANT not sent", "peer", c.peer(), "error", err)
-		return
 	}
-	c.grants++
 }
 
 // sendErrorV2 sends the RDMA2_ERROR body for xid, when the control slot
@@ -389,16 +415,17 @@ func (c *RequesterConn) grantIfDue() {
 func (c *RequesterConn) sendErrorV2(xid uint32, body V2ErrorBody) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ctl.busy || !c.link.mayPost() || c.isDead() {
+	s := c.freeCtlLocked()
+	if s == nil {
 		return
 	}
-	c.ctl.hdr.Init(xid, c.link.creditFor(c.advertiseLocked()), HTypeError)
-	c.ctl.hdr.ErrBody = body
-	c.postAnswerLocked()
+	s.hdr.Init(xid, c.link.creditFor(c.advertiseLocked()), HTypeError)
+	s.hdr.ErrBody = body
+	c.postAnswerLocked(s)
 }
 
-func (c *RequesterConn) postAnswerLocked() {
-	if err := c.postCtlLocked(); err != nil {
+func (c *RequesterConn) postAnswerLocked(s *ctlSend) {
+	if err := c.postCtlLocked(s); err != nil {
 		c.log.Warn("RDMA2_ERROR answer not sent", "peer", c.peer(), "error", err)
 	}
 }
@@ -440,6 +467,13 @@ func (c *RequesterConn) marshalV2(x *reqCtxt, msg *Message, plan *ReplyPlan) (ki
 		n, err := x.sendV2(msg, true)
 		return CallReadChunk, n, exposed, err
 	}
+	if n, ok, err := c.sendContinuedV2(x, msg, rest); ok {
+		kind := CallInline
+		if exposed > 0 {
+			kind = CallReadChunk
+		}
+		return kind, n, exposed, err
+	}
 	b, err := c.stageRest(x, msg, rest)
 	if err != nil {
 		return 0, 0, 0, err
@@ -461,12 +495,8 @@ func (c *RequesterConn) marshalV2(x *reqCtxt, msg *Message, plan *ReplyPlan) (ki
 func (x *reqCtxt) sendV2(msg *Message, reduced bool) (int, error) {
 	h := x.h2
 	c := x.conn
-	if c.cfg.RemoteInvalidate {
-		h.InvHandle = x.invHandle()
-	}
-	if l := c.link.limits(); len(h.Call)+len(h.Reads)+segCount(h) > l.MaxSegmentCount {
-		return 0, fmt.Errorf("rdmarpc: xid 0x%08x: %d segments in the call's header, the responder takes %d",
-			h.XID, len(h.Call)+len(h.Reads)+segCount(h), l.MaxSegmentCount)
+	if err := x.sealV2(); err != nil {
+		return 0, err
 	}
 	n := h.EncodedLen()
 	if n > c.sendMax {
@@ -484,6 +514,22 @@ func (x *reqCtxt) sendV2(msg *Message, reduced bool) (int, error) {
 	}
 	x.setSend(n)
 	return n, nil
+}
+
+// sealV2 completes x's call header: rdma_inv_handle, and the check of its
+// segments against the responder's Maximum Segment Count.
+func (x *reqCtxt) sealV2() error {
+	h, c := x.h2, x.conn
+	if c.cfg.RemoteInvalidate {
+		h.InvHandle = x.invHandle()
+	}
+	c.mu.Lock()
+	l := c.link.limits()
+	c.mu.Unlock()
+	if n := len(h.Call) + len(h.Reads) + segCount(h); n > l.MaxSegmentCount {
+		return fmt.Errorf("rdmarpc: xid 0x%08x: %d segments in the call's header, the responder takes %d", h.XID, n, l.MaxSegmentCount)
+	}
+	return nil
 }
 
 func segCount(h *V2Header) int {
@@ -535,6 +581,9 @@ func (c *RequesterConn) replyV2(r *rrecv, n int, inv uint32) {
 		return
 	}
 	defer c.grantIfDue() // once r is reposted or held
+	if c.reasmV2(r, h, b[hlen:]) {
+		return
+	}
 	switch h.HType {
 	case HTypeGrant, HTypeConnPropMiddle, HTypeConnPropFinal:
 		c.repost(r)

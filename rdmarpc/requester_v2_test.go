@@ -32,15 +32,16 @@ type v2Peer struct {
 	gotRaw [][]byte
 	// lean: record nothing, decode into lh, allocate nothing per message
 	// (the allocation test counts every goroutine's allocations).
-	lean bool
-	lh   V2Header
-	wcs  [1]verbs.WC
-	enc  [256]byte
-	out  V2Header
-	wr   verbs.SendWR
-	sge  [1]verbs.SGE
-	rwr  [16]verbs.RecvWR
-	rsge [16][1]verbs.SGE
+	lean    bool
+	lh      V2Header
+	wcs     [1]verbs.WC
+	enc     [256]byte
+	out     V2Header
+	wr      verbs.SendWR
+	sge     [1]verbs.SGE
+	pending []byte // a continued call's fragments so far
+	rwr     [16]verbs.RecvWR
+	rsge    [16][1]verbs.SGE
 }
 
 const v2PeerSlot = 16384
@@ -302,6 +303,9 @@ func TestRequesterV2Calls(t *testing.T) {
 		switch h.HType {
 		case HTypeConnPropFinal:
 			p.answerProps(peerProps)
+		case HTypeCallMiddle:
+			n, _ := new(V2Header).Decode(b, Limits{})
+			p.pending = append(p.pending, b[n:]...)
 		case HTypeCallInline, HTypeCallExternal:
 			var msg []byte
 			if h.HType == HTypeCallExternal {
@@ -310,7 +314,8 @@ func TestRequesterV2Calls(t *testing.T) {
 				}
 			} else {
 				n, _ := new(V2Header).Decode(b, Limits{})
-				msg = b[n:]
+				msg = append(p.pending, b[n:]...)
+				p.pending = nil
 			}
 			// Splice the data item Read chunks back at their Position.
 			for i := len(h.Reads) - 1; i >= 0; i-- {
@@ -396,23 +401,34 @@ func TestRequesterV2Calls(t *testing.T) {
 	}
 	r.Release()
 	wmsg.Pieces[1].Buf.Release()
-	// Too long for inline even reduced: CALL_EXTERNAL; the reply in the
-	// Reply chunk.
-	big := &Message{XID: 13, Pieces: []Piece{{Data: append(put32s(13), patterned(20000, 5)...)}}}
-	r, err = callCtx(req, big, &ReplyPlan{ReplyChunk: 8192}, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// Too long for inline even reduced: continued in 3 Sends, or, for
+	// more than 4, CALL_EXTERNAL; the reply in the Reply chunk.
+	for _, c := range []struct {
+		xid uint32
+		n   int
+	}{{13, 20000}, {14, 50000}} {
+		big := &Message{XID: c.xid, Pieces: []Piece{{Data: put32s(c.xid)}, {Data: patterned(c.n/2, 5)}, {Data: patterned(c.n/2, 6)}}}
+		var flat []byte
+		for _, pc := range big.Pieces {
+			flat = append(flat, pc.Data...)
+		}
+		r, err = callCtx(req, big, &ReplyPlan{ReplyChunk: 8192}, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(put32s(c.xid, sum32(flat)), patterned(6000, int(c.xid))...)
+		if !bytes.Equal(r.Inline, want) || r.Kind != ReplyReplyChunk {
+			t.Fatalf("Reply chunk reply of %d bytes differs", len(r.Inline))
+		}
+		r.Release()
 	}
-	want := append(put32s(13, sum32(big.Pieces[0].Data)), patterned(6000, 13)...)
-	if !bytes.Equal(r.Inline, want) || r.Kind != ReplyReplyChunk {
-		t.Fatalf("Reply chunk reply of %d bytes differs", len(r.Inline))
-	}
-	r.Release()
 	got := p.received()
-	if len(got) != 4 || got[1].HType != HTypeCallInline || len(got[1].Reads) != 0 ||
+	if len(got) != 7 || got[1].HType != HTypeCallInline || len(got[1].Reads) != 0 ||
 		got[2].HType != HTypeCallInline || len(got[2].Reads) != 3 || got[2].Reads[2].Position != 12 ||
 		readListLen(got[2].Reads) != 9000 || len(got[2].Writes) != 1 || len(got[2].Writes[0]) != 3 ||
-		got[3].HType != HTypeCallExternal || len(got[3].Call) != 5 || readListLen(got[3].Call) != 20004 {
+		got[3].HType != HTypeCallMiddle || got[4].HType != HTypeCallMiddle || got[5].HType != HTypeCallInline ||
+		got[3].Remaining != 20004-8172 || got[4].Remaining != 20004-2*8172 ||
+		got[6].HType != HTypeCallExternal || len(got[6].Call) != 13 || readListLen(got[6].Call) != 50004 {
 		for i := range got {
 			t.Logf("message %d: %v", i, &got[i])
 		}
@@ -424,8 +440,8 @@ func TestRequesterV2Calls(t *testing.T) {
 			t.Errorf("call %d credit %d, want %d", i, got[i].Credit, want)
 		}
 	}
-	if met.get("sent_inline") != 1 || met.get("sent_read_chunk") != 1 || met.get("sent_long") != 1 ||
-		met.get("received_inline") != 2 || met.get("received_reply_chunk") != 1 {
+	if met.get("sent_inline") != 2 || met.get("sent_read_chunk") != 1 || met.get("sent_long") != 1 ||
+		met.get("received_inline") != 2 || met.get("received_reply_chunk") != 2 {
 		t.Errorf("metrics %v", met.n)
 	}
 	waitFor(t, 5*time.Second, "client pool idle", func() bool { return cli.pool.InUse() == idleBuffers(req) })
@@ -447,8 +463,10 @@ func idleBuffers(c *RequesterConn) int64 {
 			n += cap(b.Bytes)
 		}
 	}
-	if c.ctl != nil && c.ctl.buf != nil {
-		n += cap(c.ctl.buf.Bytes)
+	for i := range c.ctls {
+		if b := c.ctls[i].buf; b != nil {
+			n += cap(b.Bytes)
+		}
 	}
 	return int64(n)
 }
@@ -755,8 +773,8 @@ func TestParseVersionMode(t *testing.T) {
 	}
 }
 
-// In the steady state a version-two call allocates nothing: inline, and
-// with a Write chunk (the peer allocates nothing either: the count is of
+// In the steady state a version-two call allocates nothing: inline,
+// continued, and with a Write chunk (the peer allocates nothing either: the count is of
 // every goroutine).
 func TestRequesterV2CallAllocs(t *testing.T) {
 	data := patterned(1000, 9)
@@ -782,6 +800,7 @@ func TestRequesterV2CallAllocs(t *testing.T) {
 	var m Message
 	var r Result
 	var head [8]byte
+	pad := make([]byte, 6000)
 	plans := [2]*ReplyPlan{nil, {WriteChunks: []int{1000}}}
 	ctx := context.Background()
 	xid := uint32(0)
@@ -790,6 +809,9 @@ func TestRequesterV2CallAllocs(t *testing.T) {
 		m.Reset()
 		m.XID = xid
 		binary.BigEndian.PutUint32(head[:], xid)
+		if xid%3 == 0 {
+			m.Append(Piece{Data: pad}) // continued: 2 Sends
+		}
 		m.Append(Piece{Data: head[:]})
 		plan := plans[xid%2]
 		if err := req.Call(ctx, &m, plan, &r); err != nil {

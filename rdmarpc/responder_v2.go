@@ -16,7 +16,8 @@ import (
 //
 //	first message   vers 1  -> version 1 for good: the v1 path, unchanged
 //	                vers 2  -> version 2 for good (a prefix of 16 octets
-//	                           at least; shorter is discarded, undecided)
+//	                           at least; shorter is discarded silently,
+//	                           the connection still undecided)
 //	                other   -> ERR_VERS 1..2 (wire-identical in both
 //	                           versions), still undecided
 //	v1 connection   vers 2 or other -> ERR_VERS 1..1: version 1 has no
@@ -201,7 +202,11 @@ func (c *ResponderConn) routeV2(r *recvCtxt, data []byte) bool {
 		c.v2.vers.Store(Version)
 	case V2Version:
 		if len(data) < V2PrefixSize {
-			return false // the v1 path drops or answers it as before
+			// The draft: a message shorter than the prefix is discarded
+			// without an answer; the version stays undecided.
+			c.met.Dropped(DropShort)
+			c.repost(r)
+			return true
 		}
 		c.v2.vers.Store(V2Version)
 		c.log.Debug("rpc-over-rdma connection speaks version 2", "peer", c.RemoteAddr())

@@ -182,6 +182,10 @@ func TestV2ResponderDecidesVersion(t *testing.T) {
 // 1..2 and leaves the connection undecided; version two follows.
 func TestV2ResponderUndecided(t *testing.T) {
 	p, c := v2Pair(t, ResponderConfig{}, linuxPrivateData)
+	c.sendOK(put32s(8, 2, 32)) // version 2, shorter than the prefix: discarded
+	if b := c.expect(300 * time.Millisecond); b != nil || p.resp.Version() != 0 {
+		t.Fatalf("short version-two message: answered % x, version %d", b, p.resp.Version())
+	}
 	c.sendOK(fixed(9, 7, 32, ProcMsg).u32(0, 0, 0, 9).bytes())
 	got := c.expect(5 * time.Second)
 	want := put32s(9, 7, 0, uint32(ProcError), uint32(ErrCodeVers), 1, 2)

@@ -68,48 +68,6 @@ func TestInlineNoWakeups(t *testing.T) {
 	}
 }
 
-// heldPair connects a pair whose server stops reading: its receive
-// goroutine waits for room in a full receive CQ (the second of two Sends
-// the client posted; the first has completed). release lets it go on and
-// checks the two receives.
-func heldPair(t *testing.T) (cli, srv *side, release func()) {
-	p := New(Config{})
-	cli, srv = newSide(t, p), newSide(t, p)
-	full, err := srv.dev.CreateCQ(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { full.Close() })
-	srv.rcq = full
-	connectSides(t, cli, srv, "")
-	rbuf := srv.mem(t, 64, allAccess)
-	sbuf := cli.mem(t, 8, allAccess)
-	for i := range 2 {
-		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: rbuf.Bytes()[i*32 : (i+1)*32], LKey: rbuf.LKey()}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 2 {
-		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(100 + i), Op: verbs.OpSend, Signal: true,
-			SGL: []verbs.SGE{{Buf: sbuf.Bytes(), LKey: sbuf.LKey()}}}); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 { // its fence must be answered before the server stops
-			wc := wait(t, cli.scq)
-			expectStatus(t, wc, verbs.OpSend, verbs.StatusSuccess)
-		}
-	}
-	return cli, srv, func() {
-		for range 2 {
-			expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusSuccess)
-		}
-		wc := wait(t, cli.scq)
-		if wc.ID != 101 || wc.Status != verbs.StatusSuccess {
-			t.Fatalf("completion %+v, want the second Send's", wc)
-		}
-	}
-}
-
 // An inline write the socket takes only part of is finished by the tx
 // goroutine, PostSend does not wait for the peer: the server's receive
 // goroutine is held (the Write's target region locked, as a Deregister
@@ -151,48 +109,4 @@ func TestInlinePartialWrite(t *testing.T) {
 		t.Fatalf("completion %+v, want ID 9 of %d bytes", wc, size)
 	}
 	sameBytes(t, remote.Bytes(), local.Bytes())
-}
-
-// Messages posted one by one while a fence is out share the next fence:
-// with the server not reading (the second Send's fence unanswered), ten
-// Writes posted singly send no fence of their own; once the server reads,
-// the answer sends one fence for all ten, and they complete in order with
-// their data placed.
-func TestFenceOnePerRoundTrip(t *testing.T) {
-	cli, srv, release := heldPair(t)
-	cc := cli.conn.(*conn)
-	const n, size = 10, 1000
-	remote := srv.mem(t, n*size, allAccess)
-	local := cli.mem(t, n*size, allAccess)
-	fill(local.Bytes(), 0x77)
-	cc.mu.Lock()
-	before := cc.txMSN[qnReadReq]
-	cc.mu.Unlock()
-	for i := range n {
-		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
-			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
-			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cc.mu.Lock()
-	during := cc.txMSN[qnReadReq] - before
-	cc.mu.Unlock()
-	if during != 0 {
-		t.Fatalf("%d fences for %d Writes posted while a fence was out, want 0", during, n)
-	}
-	release()
-	for i := range n {
-		wc := wait(t, cli.scq)
-		if wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
-			t.Fatalf("completion %+v, want ID %d success", wc, i)
-		}
-	}
-	sameBytes(t, remote.Bytes(), local.Bytes())
-	cc.mu.Lock()
-	after := cc.txMSN[qnReadReq] - before
-	cc.mu.Unlock()
-	if after != 1 {
-		t.Fatalf("%d fences for %d Writes, want 1", after, n)
-	}
 }

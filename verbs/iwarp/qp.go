@@ -42,7 +42,6 @@ type sqEntry struct {
 type orqEntry struct {
 	cover    uint64 // SQ sequence numbers < cover are proven done
 	user     bool
-	fence    bool   // a fence (planFence), counted in conn.fencesOut
 	seq      uint64 // the user Read's SQ sequence number
 	sinkSTag uint32
 	sinkTO   uint64
@@ -97,7 +96,6 @@ type conn struct {
 	// uncovered is the payload sent since the last Read that covers it:
 	// past fenceBytes a fence goes out although the queue has not drained.
 	uncovered int
-	fencesOut int // fences issued and not yet answered
 	orq       []orqEntry
 	orqHead   uint64
 	orqTail   uint64

@@ -464,9 +464,6 @@ func (x *rxState) readDone(o *orqEntry) {
 	c := x.c
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
-	if o.fence {
-		c.fencesOut--
-	}
 	*o = orqEntry{}
 	c.orqHead++
 	x.wantTx = false // the round takes the queued Read Responses too

@@ -44,4 +44,8 @@
 //	ops_http.go            the /debug/sessions handler
 //	reload.go              LiveConfig: what a reload changes, and when
 //	rdmastack.go           RDMAStack: device, protection domain and pool; CloseGateway
+//
+// Errors: the package's own errors start with "gateway: "; a bad
+// configuration is a *FieldError, "config: <field>: <reason>" (Validate
+// returns them all, joined).
 package gateway

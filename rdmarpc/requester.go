@@ -242,6 +242,7 @@ type RequesterConn struct {
 	nposted int       // receives posted, guarded by mu
 	maxSeg  int       // largest segment offered (0: any; version one)
 	cont    rqCont    // continued replies (requester_v2cont.go), loop goroutine
+	v2met   ResponderV2Metrics
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex
@@ -534,6 +535,9 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		c.postFailed("call", err)
 	} else {
 		c.met.CallSent(kind, inline, exposed)
+		if x.nfrags > 0 {
+			c.v2met.V2Continued(false, x.nfrags+1)
+		}
 	}
 	return c.await(ctx, x, r)
 }

@@ -150,6 +150,13 @@ func (c *RequesterConn) Version() uint32 { return c.vers }
 // v2Init prepares what version two needs when cfg may speak it: a
 // version-two header per receive and per call context, the control slot.
 func (c *RequesterConn) v2Init() error {
+	// Version-two events go to the metrics when they implement
+	// ResponderV2Metrics (the same events, the roles swapped: a call
+	// left, a reply arrived, in several Sends).
+	c.v2met = nopV2Metrics{}
+	if m, ok := c.cfg.Metrics.(ResponderV2Metrics); ok {
+		c.v2met = m
+	}
 	if c.cfg.Version == VersionV1 {
 		return nil
 	}
@@ -407,7 +414,9 @@ func (c *RequesterConn) grantIfDue() {
 	s.hdr.Init(0, c.link.creditFor(adv), HTypeGrant)
 	if err := c.postCtlLocked(s); err != nil {
 		c.log.Warn("RDMA2_GRANT not sent", "peer", c.peer(), "error", err)
+		return
 	}
+	c.v2met.V2GrantSent()
 }
 
 // sendErrorV2 sends the RDMA2_ERROR body for xid, when the control slot
@@ -427,7 +436,9 @@ func (c *RequesterConn) sendErrorV2(xid uint32, body V2ErrorBody) {
 func (c *RequesterConn) postAnswerLocked(s *ctlSend) {
 	if err := c.postCtlLocked(s); err != nil {
 		c.log.Warn("RDMA2_ERROR answer not sent", "peer", c.peer(), "error", err)
+		return
 	}
+	c.v2met.V2ErrorSent(s.hdr.ErrBody.Code)
 }
 
 // beginV2 starts x's version-two header: prefix (the credit is written

@@ -261,13 +261,27 @@ func (p *v2Peer) received() []V2Header {
 	return p.got
 }
 
+// v2CountMetrics counts the version-two events too.
+type v2CountMetrics struct{ *countMetrics }
+
+func (m v2CountMetrics) V2ErrorSent(c V2ErrCode) { m.add("v2_error_" + c.String()) }
+func (m v2CountMetrics) V2GrantSent()            { m.add("v2_grant") }
+func (m v2CountMetrics) V2Discarded()            { m.add("v2_discarded") }
+func (m v2CountMetrics) V2Continued(received bool, sends int) {
+	if received {
+		m.add("v2_continued_received")
+	} else {
+		m.add("v2_continued_sent")
+	}
+}
+
 func dialV2(t *testing.T, addr string, cfg RequesterConfig) (*RequesterConn, *countMetrics, *engineSide) {
 	t.Helper()
 	met := newCountMetrics()
 	cli := newEngineSide(t, iwarp.New(iwarp.Config{}))
 	cfg.Pool = cli.pool
 	if cfg.Metrics == nil {
-		cfg.Metrics = met
+		cfg.Metrics = v2CountMetrics{met}
 	}
 	if cfg.VersionMemory == nil {
 		cfg.VersionMemory = new(VersionMemory)
@@ -440,7 +454,7 @@ func TestRequesterV2Calls(t *testing.T) {
 			t.Errorf("call %d credit %d, want %d", i, got[i].Credit, want)
 		}
 	}
-	if met.get("sent_inline") != 2 || met.get("sent_read_chunk") != 1 || met.get("sent_long") != 1 ||
+	if met.get("sent_inline") != 2 || met.get("sent_read_chunk") != 1 || met.get("sent_long") != 1 || met.get("v2_continued_sent") != 1 ||
 		met.get("received_inline") != 2 || met.get("received_reply_chunk") != 2 {
 		t.Errorf("metrics %v", met.n)
 	}
@@ -911,7 +925,7 @@ func TestRequesterV2SendsGrant(t *testing.T) {
 			p.answerProps(DefaultTransportProps())
 		}
 	})
-	dialV2(t, addr, RequesterConfig{Version: VersionV2, Credits: 8})
+	_, met, _ := dialV2(t, addr, RequesterConfig{Version: VersionV2, Credits: 8})
 	adv := uint32(8 + recvExtra + 8 - 1) // the first message's credit
 	if c := p.received()[0].Credit; c != adv {
 		t.Fatalf("first credit %d", c)
@@ -927,6 +941,11 @@ func TestRequesterV2SendsGrant(t *testing.T) {
 		}
 	}
 	var grant *V2Header
+	defer func() {
+		if n := met.get("v2_grant"); n != 1 {
+			t.Errorf("%d GRANTs counted", n)
+		}
+	}()
 	waitFor(t, 5*time.Second, "the requester's GRANT", func() bool {
 		for _, h := range p.received() {
 			if h.HType == HTypeGrant {

@@ -18,6 +18,7 @@ import (
 type rqCont struct {
 	reasm Reassembler
 	buf   *Buffer // the continued reply in progress
+	frags int     // its fragments so far
 }
 
 // reasmV2 offers one decoded version-two message to the reassembler. It
@@ -38,6 +39,7 @@ func (c *RequesterConn) reasmV2(r *rrecv, h *V2Header, payload []byte) bool {
 		copy(c.cont.buf.Bytes[st.Off:], payload)
 		b := c.cont.buf
 		c.cont.buf = nil
+		c.v2met.V2Continued(true, c.cont.frags+1)
 		c.completeV2(r, h, b.Bytes[:st.Total], 0, b)
 		return true
 	case ContStart:
@@ -50,15 +52,17 @@ func (c *RequesterConn) reasmV2(r *rrecv, h *V2Header, payload []byte) bool {
 			c.failNamed(h, fmt.Errorf("rdmarpc: xid 0x%08x: reassembling a reply of %d bytes: %w", h.XID, st.Total, err))
 			return true
 		}
-		c.cont.buf = b
+		c.cont.buf, c.cont.frags = b, 0
 		fallthrough
 	case ContAppend:
 		copy(c.cont.buf.Bytes[st.Off:], payload)
+		c.cont.frags++
 		c.repost(r)
 		return true
 	case ContDiscard:
 		c.repost(r)
 		c.met.Dropped(DropMalformed)
+		c.v2met.V2Discarded()
 		return true
 	}
 	// ContReject.

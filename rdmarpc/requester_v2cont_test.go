@@ -140,7 +140,8 @@ func TestRequesterV2ContinuedReplies(t *testing.T) {
 			t.Errorf("xid %d answered %v, want %v (all: %v)", xid, answers[xid], code, answers)
 		}
 	}
-	if met.get("received_inline") != 3 {
+	if met.get("received_inline") != 3 || met.get("v2_continued_received") != 3 ||
+		met.get("v2_error_RDMA2_ERR_INVAL_CONT") != 4 || met.get("v2_error_RDMA2_ERR_BAD_XDR") != 1 {
 		t.Errorf("metrics %v", met.n)
 	}
 	waitFor(t, 5*time.Second, "client pool idle", func() bool { return cli.pool.InUse() == idleBuffers(req) })

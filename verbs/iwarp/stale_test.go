@@ -88,14 +88,17 @@ func (p *rawPeer) read() (ddpHeader, []byte) {
 }
 
 // write sends one FPDU.
-func (p *rawPeer) write(h ddpHeader, payload []byte) {
+func (p *rawPeer) write(h ddpHeader, payload []byte) { p.writeCRC(h, payload, 0) }
+
+// writeCRC sends one FPDU whose CRC is off by flip (0: a good CRC).
+func (p *rawPeer) writeCRC(h ddpHeader, payload []byte, flip uint32) {
 	p.t.Helper()
 	n := h.Len() + len(payload)
 	b := make([]byte, fpduSize(n))
 	binary.BigEndian.PutUint16(b, uint16(n))
 	h.put(b[2:])
 	copy(b[2+h.Len():], payload)
-	putCRC(b[len(b)-fpduCRCLen:], crcUpdate(0, b[:len(b)-fpduCRCLen]))
+	putCRC(b[len(b)-fpduCRCLen:], crcUpdate(0, b[:len(b)-fpduCRCLen])^flip)
 	if _, err := p.nc.Write(b); err != nil {
 		p.t.Fatal(err)
 	}
@@ -231,5 +234,57 @@ func TestFromSiwLayout(t *testing.T) {
 		if got := fromSiwLayout(tc.in); got != tc.want {
 			t.Errorf("fromSiwLayout(%#08x) = %#08x, want %#08x", tc.in, got, tc.want)
 		}
+	}
+}
+
+// siw's stale bytes for a queued zero-length Read are memory that can
+// change between its CRC and the wire: such an FPDU, whose header passes
+// every check, is dropped and counted, not answered with a Terminate (the
+// lab's 70-siw case ended a reverse connection that way once in four
+// runs). Every other FPDU's CRC stays strict: a Send with a bad CRC after
+// it still ends the connection with an MPA CRC Terminate.
+func TestZeroLengthReadStaleDataBadCRC(t *testing.T) {
+	cli, c, peer := dialRaw(t)
+	if !c.(*conn).crc {
+		t.Skip("CRC not negotiated")
+	}
+	out := cli.mem(t, 100, 0)
+	send := func(id uint64) {
+		t.Helper()
+		if err := c.PostSend(&verbs.SendWR{ID: id, Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: out.Bytes(), LKey: out.LKey()}}}); err != nil {
+			t.Fatalf("PostSend %d: %v (conn err %v)", id, err, c.Err())
+		}
+	}
+	send(1)
+	rr := peer.expectSendAndFence()
+	h := tagged(opReadResp, rr.SinkSTag, rr.SinkTO)
+	h.Last = true
+	peer.writeCRC(h, make([]byte, 700), 0x5a5a)
+	if wc := wait(t, cli.scq); wc.ID != 1 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("Send %+v (conn err %v), want ID 1 success", wc, c.Err())
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
+	if n := c.(*conn).rx.staleCRC.Load(); n != 1 {
+		t.Fatalf("stale FPDUs with a bad CRC counted: %d, want 1", n)
+	}
+
+	// A bad CRC anywhere else is still a Terminate.
+	in := cli.mem(t, 64, verbs.AccessLocalWrite)
+	if err := c.PostRecv(&verbs.RecvWR{ID: 9, SGL: []verbs.SGE{{Buf: in.Bytes(), LKey: in.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	sh := untagged(opSend, 0, 1)
+	sh.Last = true
+	peer.writeCRC(sh, make([]byte, 16), 0x5a5a)
+	th, pl := peer.read()
+	var term terminate
+	if op := rdmapOpcode(th.RDMAP & rdmapOpcodeMask); op != opTerminate || term.parse(pl) != nil {
+		t.Fatalf("got %s, want a Terminate", &th)
+	}
+	if term.Layer != LayerLLP || term.Code != MPACRCError {
+		t.Fatalf("Terminate %s, want MPA CRC error (conn err %v)", fmt.Sprint(term.Layer, term.EType, term.Code), c.Err())
 	}
 }

@@ -10,7 +10,9 @@
 # out before the case reported any check, or the case's own setup of
 # rxe/knfsd failed: exit 100) is reported as LAB-FAIL, distinct from a test
 # FAIL, and retried once. A time-out after the case began reporting checks
-# is a hang of the thing under test: FAIL (timeout), not retried.
+# is a hang of the thing under test: FAIL (timeout), not retried, unless
+# the case names a known lab hang with a "# e2e-retry-on-hang: WHY" line:
+# then it gets one more guest, and the table says why.
 #
 # Environment:
 #   E2E_OUT       results (default /tmp/rdmagw-e2e/out; wiped at start):
@@ -118,6 +120,8 @@ for f in "${cases[@]}"; do
     name=$(basename "$f" .sh)
     tmo=$(sed -n 's/^# e2e-timeout: *\([0-9]*\).*/\1/p' "$f" | head -1)
     tmo=${E2E_TIMEOUT:-${tmo:-900}}
+    hangwhy=$(sed -n 's/^# e2e-retry-on-hang: *//p' "$f" | head -1)
+    retried=""
     for attempt in 1 2; do
         d=$OUTROOT/$name; [ $attempt = 1 ] || { mv "$d" "$d.attempt1"; }
         wait_qemu
@@ -147,7 +151,13 @@ for f in "${cases[@]}"; do
         st=$(classify "$d" "$rc")
         grep -E '^(RESULT|LABFAIL)' "$d/console.log" 2>/dev/null | sed 's/^/   /'
         echo "   -> $st rc=$rc ${wall}s"
+        if [ "$st" = FAIL ] && [ "$rc" = 124 ] && [ -n "$hangwhy" ] && [ $attempt = 1 ]; then
+            retried="retried after a hang ($hangwhy)"
+            echo "   lab: $retried"
+            continue
+        fi
         [ "$st" = LAB-FAIL ] || break
+        retried="retried after a lab failure"
         grep -E 'LABFAIL|INITRAMFS|Kernel panic' "$d/console.log" 2>/dev/null | head -3 | sed 's/^/   lab: /'
         tail -1 "$d.host.log" | sed 's/^/   lab: /'
     done
@@ -156,7 +166,7 @@ for f in "${cases[@]}"; do
     ns=$(grep -c '^RESULT [^ ]* SKIP' "$d/results.txt" 2>/dev/null)
     note=""; [ "$st" = SKIP ] && note=$(sed -n 's/^RESULT [^ ]* SKIP [0-9.]* //p' "$d/results.txt" | head -1)
     [ "$st" = FAIL ] && [ "$rc" = 124 ] && note="timed out after ${tmo}s (hang)"
-    [ $attempt = 2 ] && note="retried after a lab failure${note:+; $note}"
+    [ $attempt = 2 ] && note="$retried${note:+; $note}"
     rows+=("$(printf '| %-18s | %-8s | %6ss | %6s | %4s | %4s | %4s | %s' "$name" "$st" "$wall" "${boot:+${boot}s}" "${np:-0}" "${nf:-0}" "${ns:-0}" "$note")")
     case $st in PASS|SKIP) ;; *) bad=$((bad + 1)) ;; esac
 done

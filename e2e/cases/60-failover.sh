@@ -47,6 +47,11 @@
 #  5. the killed node is "repaired" (its track_file back to 0) and rejoins
 #     as BACKUP (nopreempt): the next version fails over the other way.
 # e2e-timeout: 600
+# e2e-retry-on-hang: the guest kernel's RDMA CM sometimes leaves a reconnect REQ to the moved VIP unanswered until its ~100 s timeout
+#   (seen in 3 of 7 failovers on 2026-11-26, A to B and B to A alike: xprtrdma_connect rc=-101 ~103 s after
+#   xprtrdma_op_connect, the new gateway listening 2 s after the kill; once a v4.2 part got no reconnect in
+#   7 min). One kernel plays both nodes and both RoCE devices here; on separate hosts both gateways listen
+#   all the time. Not understood yet: see the session notes.
 . "$E2E_VM/lib.sh"
 VIP=10.99.0.100
 FO=/run/rdmagw-fo

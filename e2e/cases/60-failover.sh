@@ -48,7 +48,7 @@
 #     as BACKUP (nopreempt): the next version fails over the other way.
 # e2e-timeout: 600
 # e2e-retry-on-hang: the guest kernel's RDMA CM sometimes leaves a reconnect REQ to the moved VIP unanswered until its ~100 s timeout
-#   (seen in 3 of 7 failovers on 2026-11-26, A to B and B to A alike: xprtrdma_connect rc=-101 ~103 s after
+#   (seen in 3 of 5 failovers on 2026-11-26, A to B and B to A alike: xprtrdma_connect rc=-101 ~103 s after
 #   xprtrdma_op_connect, the new gateway listening 2 s after the kill; once a v4.2 part got no reconnect in
 #   7 min). One kernel plays both nodes and both RoCE devices here; on separate hosts both gateways listen
 #   all the time. Not understood yet: see the session notes.

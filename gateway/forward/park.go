@@ -3,6 +3,7 @@ package forward
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,23 +126,22 @@ func (p *parkedSessions) takeOldest(id string) (ps *parkedSession, leaving int) 
 	return ps, p.leaving[id]
 }
 
-// removeLocked takes ps out of id's list; p.mu is held. The list is
-// rebuilt, never shifted in place: a caller may hold the old slice.
+// removeLocked takes ps out of id's list; p.mu is held. No slice of
+// the list leaves the lock (takeOldest reads its element under it), so
+// the list is shortened in place.
 func (p *parkedSessions) removeLocked(id string, ps *parkedSession) bool {
 	list := p.byID[id]
-	for i, q := range list {
-		if q != ps {
-			continue
-		}
-		if len(list) == 1 {
-			delete(p.byID, id)
-		} else {
-			p.byID[id] = append(append(make([]*parkedSession, 0, len(list)-1), list[:i]...), list[i+1:]...)
-		}
-		p.met.ForwardBackend.Parked.Dec()
-		return true
+	i := slices.Index(list, ps)
+	if i < 0 {
+		return false
 	}
-	return false
+	if list = slices.Delete(list, i, i+1); len(list) == 0 {
+		delete(p.byID, id)
+	} else {
+		p.byID[id] = list
+	}
+	p.met.ForwardBackend.Parked.Dec()
+	return true
 }
 
 // claim returns the oldest session parked for id and its backend

@@ -518,6 +518,14 @@ func (p *enginePair) call(msg *Message, plan *ReplyPlan) (*Result, error) {
 // checkRead verifies a READ reply of n bytes, DDP'd (ddp) or inline.
 func checkRead(t testing.TB, r *Result, xid uint32, n int, ddp bool) {
 	t.Helper()
+	if err := readReplyErr(r, xid, n, ddp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readReplyErr says how a READ reply of n bytes differs from the one
+// expected (nil: it does not).
+func readReplyErr(r *Result, xid uint32, n int, ddp bool) error {
 	want := patterned(n, int(xid))
 	if ddp {
 		if len(r.Chunks) != 1 || !bytes.Equal(r.Chunks[0], want) {
@@ -525,22 +533,23 @@ func checkRead(t testing.TB, r *Result, xid uint32, n int, ddp bool) {
 			if len(r.Chunks) == 1 {
 				got = len(r.Chunks[0])
 			}
-			t.Fatalf("READ %d: Write chunk holds %d bytes, not the pattern", n, got)
+			return fmt.Errorf("READ %d: Write chunk holds %d bytes, not the pattern", n, got)
 		}
 		if !bytes.Equal(r.Inline, put32s(xid, uint32(n), trailerWord)) {
-			t.Fatalf("READ %d: inline reply % x", n, r.Inline)
+			return fmt.Errorf("READ %d: inline reply % x", n, r.Inline)
 		}
-		return
+		return nil
 	}
 	exp := append(put32s(xid, uint32(n)), want...)
 	exp = append(exp, make([]byte, padLen(n))...)
 	exp = append(exp, put32s(trailerWord)...)
 	if !bytes.Equal(r.Inline, exp) {
-		t.Fatalf("READ %d inline: reply of %d bytes differs from the %d expected", n, len(r.Inline), len(exp))
+		return fmt.Errorf("READ %d inline: reply of %d bytes differs from the %d expected", n, len(r.Inline), len(exp))
 	}
 	for i, c := range r.Chunks {
 		if len(c) != 0 {
-			t.Fatalf("READ %d inline: Write chunk %d returned %d bytes", n, i, len(c))
+			return fmt.Errorf("READ %d inline: Write chunk %d returned %d bytes", n, i, len(c))
 		}
 	}
+	return nil
 }

@@ -57,7 +57,13 @@ type ResponderConfig struct {
 	// least InlineRecv bytes): receives are a fixed cost per connection,
 	// and kept apart they never compete with calls and replies.
 	RecvPool *Pool
-	Logger   hclog.Logger
+	// SharedRecv, if set, is where the connection's calls arrive: one SRQ
+	// and its buffers shared by many connections (responder_srq.go),
+	// instead of Credits + a few receives of the connection's own. Its
+	// PD must be Pool's and its buffers InlineRecv bytes. Credits are
+	// still granted (and enforced) per connection.
+	SharedRecv *SharedRecv
+	Logger     hclog.Logger
 	Metrics  ResponderMetrics
 	// Backchannel enables backward-direction calls to the peer (RFC
 	// 8167; backchannel.go). Zero: none.
@@ -142,7 +148,8 @@ type ResponderConn struct {
 	cfg      ResponderConfig
 	met      ResponderMetrics
 	pd       verbs.PD
-	srq      verbs.SRQ
+	srq      verbs.SRQ   // the connection's own (nil with shared)
+	shared   *SharedRecv // cfg.SharedRecv: receives shared with other connections
 
 	sendMax int // inline threshold for replies, after RFC 8797
 	// sendBufSize is the size of send buffers: sendMax, or the larger
@@ -244,12 +251,8 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	if c.cq, err = dev.CreateCQ(c.sqDepth + nrecv + 16); err != nil {
 		return fmt.Errorf("rdmarpc: responder: create CQ: %w", err)
 	}
-	if c.srq, err = c.pd.CreateSRQ(nrecv); err != nil {
-		return fmt.Errorf("rdmarpc: responder: create SRQ: %w", err)
-	}
-	// Receives first: credits are granted only in replies, and every
-	// receive that backs them is posted before the peer can send at all.
-	if err := c.postReceives(nrecv); err != nil {
+	srq, err := c.setupReceives(nrecv)
+	if err != nil {
 		return err
 	}
 	c.sends = make([]sendCtxt, nsend)
@@ -263,7 +266,7 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 
 	var pdata [PrivateDataSize]byte
 	local.Encode(pdata[:])
-	c.qp, err = req.Accept(verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq, SRQ: c.srq,
+	c.qp, err = req.Accept(verbs.ConnOptions{PD: c.pd, SendCQ: c.cq, RecvCQ: c.cq, SRQ: srq,
 		MaxSendWR: c.sqDepth, MaxRecvWR: nrecv, MaxSGE: c.maxSGE,
 		InitiatorDepth: cfg.MaxReadsOutstanding, PrivateData: pdata[:]})
 	if err != nil {
@@ -272,6 +275,29 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	c.log.Debug("rpc-over-rdma connection accepted", "peer", c.qp.RemoteAddr(),
 		"private_data", ok, "inline_send", c.sendMax, "inline_recv", cfg.InlineRecv, "credits", cfg.Credits)
 	return nil
+}
+
+// setupReceives gives the connection the SRQ its calls arrive on: the
+// shared one (cfg.SharedRecv), whose receives are posted already, or one
+// of its own with n receives. Receives first: credits are granted only in
+// replies, and every receive that backs them is posted before the peer
+// can send at all.
+func (c *ResponderConn) setupReceives(n int) (verbs.SRQ, error) {
+	if s := c.cfg.SharedRecv; s != nil {
+		if s.pd != c.pd {
+			return nil, errors.New("rdmarpc: responder: SharedRecv is on another PD than the pool")
+		}
+		if s.bufSize != c.cfg.InlineRecv {
+			return nil, fmt.Errorf("rdmarpc: responder: SharedRecv buffers of %d bytes, InlineRecv %d", s.bufSize, c.cfg.InlineRecv)
+		}
+		c.shared, c.recvs = s, s.recvs
+		return s.srq, nil
+	}
+	var err error
+	if c.srq, err = c.pd.CreateSRQ(n); err != nil {
+		return nil, fmt.Errorf("rdmarpc: responder: create SRQ: %w", err)
+	}
+	return c.srq, c.postReceives(n)
 }
 
 // postReceives gives the connection its n receives, each with a buffer
@@ -422,6 +448,10 @@ func (c *ResponderConn) completion(wc *verbs.WC) {
 		}
 		if wc.Status != verbs.StatusSuccess {
 			c.wcFailed(wc)
+			if c.shared != nil { // consumed all the same: back to the SRQ
+				c.shared.taken(c, &c.recvs[idx])
+				c.repost(&c.recvs[idx])
+			}
 			return
 		}
 		c.received(&c.recvs[idx], wc.ByteLen)
@@ -472,21 +502,8 @@ func (c *ResponderConn) drain() {
 	}
 	clear(c.memQ)
 	c.memQ = c.memQ[:0]
-	for i := range c.recvs {
-		if call := &c.recvs[i].call; call.state.Load() == callReading {
-			c.abortCall(call)
-		}
-	}
-	c.recvMu.Lock()
-	for i := range c.recvs {
-		r := &c.recvs[i]
-		if r.posted && r.buf != nil {
-			r.posted = false
-			r.buf.Release()
-			r.buf = nil
-		}
-	}
-	c.recvMu.Unlock()
+	c.abortReading()
+	c.releaseRecvs(false)
 	c.met.ConnDown(c.Err())
 	// A client's own disconnect (an unmount) is routine: the layer above
 	// logs it; anything else is a transport failure worth a warning.
@@ -494,6 +511,43 @@ func (c *ResponderConn) drain() {
 		c.log.Debug("rpc-over-rdma connection ended", "peer", c.RemoteAddr(), "error", err)
 	} else if err != nil {
 		c.log.Warn("rpc-over-rdma connection failed", "peer", c.RemoteAddr(), "error", err)
+	}
+}
+
+// abortReading releases the calls still pulling Read chunks that never
+// reached the handler (teardown): of a shared receive queue, only the
+// connection's own. Serve goroutine only.
+func (c *ResponderConn) abortReading() {
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		if c.shared != nil && !r.ownedBy(c, callReading) {
+			continue
+		}
+		if r.call.state.Load() == callReading {
+			c.abortCall(&r.call)
+		}
+	}
+}
+
+// releaseRecvs returns the buffers of the connection's own receives to
+// the pool: the posted ones (after drain), or (final, at release) also
+// those of idle or reading calls. A call being answered (callDone)
+// reposts, and so frees, its own. Shared receives stay with the
+// SharedRecv.
+func (c *ResponderConn) releaseRecvs(final bool) {
+	if c.shared != nil {
+		return
+	}
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	for i := range c.recvs {
+		r := &c.recvs[i]
+		st := r.call.state.Load()
+		if r.buf != nil && (r.posted || final && (st == callIdle || st == callReading)) {
+			r.posted = false
+			r.buf.Release()
+			r.buf = nil
+		}
 	}
 }
 
@@ -539,17 +593,7 @@ func (c *ResponderConn) release() {
 		}
 	}
 	c.sendMu.Unlock()
-	c.recvMu.Lock()
-	for i := range c.recvs {
-		r := &c.recvs[i]
-		// A call being answered (callDone) reposts, and so frees, its own.
-		if st := r.call.state.Load(); r.buf != nil && (st == callIdle || st == callReading) {
-			r.posted = false
-			r.buf.Release()
-			r.buf = nil
-		}
-	}
-	c.recvMu.Unlock()
+	c.releaseRecvs(true)
 	if c.srq != nil {
 		c.srq.Close()
 	}

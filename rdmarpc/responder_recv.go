@@ -33,6 +33,9 @@ type recvCtxt struct {
 	wr     verbs.RecvWR
 	sge    [1]verbs.SGE
 	call   Call
+	// owner is the connection holding a shared receive (SharedRecv) from
+	// its completion until it is reposted; nil while posted.
+	owner atomic.Pointer[ResponderConn]
 }
 
 // inlineChunks is how many Read chunks a Call tracks without allocating.
@@ -110,21 +113,17 @@ var (
 	errPositionBack = errors.New("Read chunk Position inside the previous chunk")
 )
 
-func (c *ResponderConn) postRecv(r *recvCtxt) error {
-	r.sge[0] = r.buf.SGE(0, len(r.buf.Bytes))
-	r.wr = verbs.RecvWR{ID: wrRecv | uint64(r.idx), SGL: r.sge[:]}
-	r.posted = true
-	if err := c.srq.PostRecv(&r.wr); err != nil {
-		r.posted = false
-		return err
-	}
-	return nil
-}
+func (c *ResponderConn) postRecv(r *recvCtxt) error { return postRecvOn(c.srq, r) }
 
 // repost puts a receive back on the SRQ, or returns its buffer to the
-// pool when the connection is going down.
+// pool when the connection is going down. A shared receive goes back to
+// the shared SRQ either way (responder_srq.go).
 func (c *ResponderConn) repost(r *recvCtxt) {
 	r.call.state.Store(callIdle)
+	if c.shared != nil {
+		c.shared.repost(r)
+		return
+	}
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
 	if r.buf == nil {
@@ -150,9 +149,13 @@ func (c *ResponderConn) grantFor(req uint32) uint32 {
 
 // received handles one inbound message. Serve goroutine only.
 func (c *ResponderConn) received(r *recvCtxt, n int) {
-	c.recvMu.Lock()
-	r.posted = false
-	c.recvMu.Unlock()
+	if c.shared != nil {
+		c.shared.taken(c, r)
+	} else {
+		c.recvMu.Lock()
+		r.posted = false
+		c.recvMu.Unlock()
+	}
 	if c.isDead() {
 		// Collected while draining: no answer could be sent.
 		c.repost(r)

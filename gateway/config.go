@@ -134,6 +134,10 @@ type RDMAConfig struct {
 	InlineSend          ByteSize     `yaml:"inline_send"`
 	MaxReadsOutstanding int          `yaml:"max_reads_outstanding"`
 	Limits              LimitsConfig `yaml:"limits"`
+	// SRQDepth (forward): receives shared by all client connections
+	// through one shared receive queue; 0 = each connection posts its
+	// own credits + 8 (rdmarpc.SharedRecv, configs/forward.yaml).
+	SRQDepth int `yaml:"srq_depth"`
 }
 
 // LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.

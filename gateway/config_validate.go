@@ -107,6 +107,10 @@ func (c *Config) validateBackend(bad func(string, string, ...any)) {
 	}
 }
 
+// maxSRQDepth bounds rdma.srq_depth: 1,048,576 receives of 4 KiB are
+// already 4 GiB of registered memory.
+const maxSRQDepth = 1 << 20
+
 // validateRDMA checks the rdma section: credits, inline sizes and the
 // chunk limits.
 func (c *Config) validateRDMA(bad func(string, string, ...any)) {
@@ -118,6 +122,9 @@ func (c *Config) validateRDMA(bad func(string, string, ...any)) {
 		bad("rdma.credits", "must be between 1 and 4096 (got %d)", r.Credits)
 	}
 	checkInline(bad, "rdma.inline_recv", r.InlineRecv)
+	if r.SRQDepth < 0 || r.SRQDepth > maxSRQDepth {
+		bad("rdma.srq_depth", "must be between 0 (receives per connection) and %d (got %d)", maxSRQDepth, r.SRQDepth)
+	}
 	checkInline(bad, "rdma.inline_send", r.InlineSend)
 	if r.MaxReadsOutstanding < 1 || r.MaxReadsOutstanding > 1024 {
 		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)

@@ -26,7 +26,8 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 	mode     string
-	f        factory // registers with the mode label (metrics_reverse.go)
+	f        factory       // registers with the mode label (metrics_reverse.go)
+	recv     receiveSeries // forward receive buffers (metrics_srq.go)
 	bytes    *prometheus.CounterVec
 
 	connsCurrent  prometheus.Gauge

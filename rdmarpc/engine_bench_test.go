@@ -41,8 +41,21 @@ func (h *benchHandler) run() {
 }
 
 func benchPair(b *testing.B, payload int) (*RequesterConn, *engineSide, func()) {
+	return benchPairShared(b, payload, 0)
+}
+
+// benchPairShared is benchPair with the responder's receives on a
+// SharedRecv of srqDepth receives (0: its own).
+func benchPairShared(b *testing.B, payload, srqDepth int) (*RequesterConn, *engineSide, func()) {
 	prov := iwarp.New(iwarp.Config{})
 	srv, cli := newEngineSide(b, prov), newEngineSide(b, prov)
+	var shared *SharedRecv
+	if srqDepth > 0 {
+		var err error
+		if shared, err = NewSharedRecv(srv.pool, SharedRecvConfig{Depth: srqDepth}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	h := &benchHandler{calls: make(chan *Call, 256), done: make(chan struct{})}
 	if payload > 0 {
 		var err error
@@ -64,7 +77,7 @@ func benchPair(b *testing.B, payload int) (*RequesterConn, *engineSide, func()) 
 			respCh <- nil
 			return
 		}
-		rc, err := AcceptResponder(req, srv.dev, ResponderConfig{Pool: srv.pool})
+		rc, err := AcceptResponder(req, srv.dev, ResponderConfig{Pool: srv.pool, SharedRecv: shared})
 		respCh <- rc
 		if err == nil {
 			rc.Serve(context.Background(), h)
@@ -85,12 +98,21 @@ func benchPair(b *testing.B, payload int) (*RequesterConn, *engineSide, func()) 
 		if h.payload != nil {
 			h.payload.Release()
 		}
+		if shared != nil {
+			shared.Close()
+		}
 	}
 }
 
-// BenchmarkEngineInline4K: one 4 KiB call inline, a small inline reply.
+// BenchmarkEngineInline4K: one 4 KiB call inline, a small inline reply;
+// /srq with the receive from a SharedRecv (both 0 allocs/op).
 func BenchmarkEngineInline4K(b *testing.B) {
-	req, _, stop := benchPair(b, 0)
+	b.Run("own", func(b *testing.B) { benchInline4K(b, 0) })
+	b.Run("srq", func(b *testing.B) { benchInline4K(b, 256) })
+}
+
+func benchInline4K(b *testing.B, srqDepth int) {
+	req, _, stop := benchPairShared(b, 0, srqDepth)
 	defer stop()
 	body := make([]byte, 4096-MinHeaderSize)
 	var m Message

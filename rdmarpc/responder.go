@@ -64,7 +64,7 @@ type ResponderConfig struct {
 	// still granted (and enforced) per connection.
 	SharedRecv *SharedRecv
 	Logger     hclog.Logger
-	Metrics  ResponderMetrics
+	Metrics    ResponderMetrics
 	// Backchannel enables backward-direction calls to the peer (RFC
 	// 8167; backchannel.go). Zero: none.
 	Backchannel ResponderBackchannel

@@ -235,7 +235,6 @@ func (f *srqFixture) driveOne(i int, xid uint32, kind int) error {
 	return nil
 }
 
-
 // TestSharedRecvRunsLowAndDry: an SRQ of 6 receives, low-water mark 3,
 // three connections holding calls at the handler. Taking the receives
 // counts one low-water event; the SRQ running dry is counted, and the

@@ -35,7 +35,8 @@ type Gateway struct {
 	// recvPool holds the connections' receive buffers; callQuota bounds
 	// the Read chunk memory of all calls together (responder.go).
 	recvPool    *rdmarpc.Pool
-	recvPerConn int // receive bytes of one connection
+	recvPerConn int                 // receive bytes of one connection (0 with sharedRecv)
+	sharedRecv  *rdmarpc.SharedRecv // rdma.srq_depth > 0: one SRQ for every connection
 	callQuota   *rdmarpc.Quota
 	conns       connCounter
 
@@ -120,7 +121,7 @@ func (f *Gateway) open() error {
 	f.metrics.ServeSessions(f.Sessions, cfg.Metrics.Sessions)
 	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
 		"device", f.rdma.Dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
-		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
+		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend), "srq_depth", cfg.RDMA.SRQDepth,
 		"metrics", metricsURL)
 	return nil
 }
@@ -184,7 +185,7 @@ func (f *Gateway) Serve(ctx context.Context) (err error) {
 		}
 		ip := peerIP(req.RemoteAddr())
 		lim := f.reload.Current().Connections
-		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it
+		f.recvPool.RaiseMax(lim.Max * f.recvPerConn) // after a reload that raised it (no-op with sharedRecv)
 		if reason := f.conns.admit(ip, lim.Max, lim.MaxPerAddress); reason != "" {
 			f.met.Rejected(reason)
 			// A connection storm must not flood the log: a rate-limited
@@ -345,6 +346,9 @@ func (c *connCounter) leave(ip netip.Addr) {
 func (f *Gateway) Close() error {
 	wait := func() {
 		f.wg.Wait()
+		if f.sharedRecv != nil {
+			f.sharedRecv.Close() // its buffers back to recvPool
+		}
 		if f.recvPool != nil {
 			f.recvPool.Close() // before the PD it is registered on
 		}

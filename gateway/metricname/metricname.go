@@ -42,6 +42,10 @@ const (
 	PoolBytesMax                  = "rdmagw_pool_bytes_max"
 	PoolBytesRegistered           = "rdmagw_pool_bytes_registered"
 	RDMAErrorsReceivedTotal       = "rdmagw_rdma_errors_received_total"
+	RecvPoolBytesRegistered       = "rdmagw_recv_pool_bytes_registered"
+	SRQDepth                      = "rdmagw_srq_depth"
+	SRQEventsTotal                = "rdmagw_srq_events_total"
+	SRQPosted                     = "rdmagw_srq_posted"
 	RDMAErrorsSentTotal           = "rdmagw_rdma_errors_sent_total"
 	RDMAMemoryWaitsTotal          = "rdmagw_rdma_memory_waits_total"
 	RDMAMessagesDroppedTotal      = "rdmagw_rdma_messages_dropped_total"
@@ -87,6 +91,10 @@ var All = []string{
 	PoolBytesMax,
 	PoolBytesRegistered,
 	RDMAErrorsReceivedTotal,
+	RecvPoolBytesRegistered,
+	SRQDepth,
+	SRQEventsTotal,
+	SRQPosted,
 	RDMAErrorsSentTotal,
 	RDMAMemoryWaitsTotal,
 	RDMAMessagesDroppedTotal,

@@ -59,6 +59,7 @@ type Metrics struct {
 	errChunk        prometheus.Counter
 	engineDrops     *prometheus.CounterVec
 	sendInv         prometheus.Counter
+	work            *workMetrics // work requests by path (metrics_work.go)
 
 	BackendLatency    prometheus.Histogram
 	CallLatency       prometheus.Histogram
@@ -142,6 +143,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.registerClientSeries(f)
 	m.registerRDMASeries(f)
 	m.registerBackendSeries(f)
+	m.work = newWorkMetrics(f)
 
 	m.bc = newBCMetrics(f)
 	m.events = newEventLog(f)
@@ -335,6 +337,7 @@ func (m *engineMetrics) CallReceived(kind rdmarpc.CallKind, inline, chunk int) {
 // are counted as reply_chunk.
 func (m *engineMetrics) ReplySent(kind rdmarpc.ReplyKind, inline, written int) {
 	m.opSend.Inc()
+	m.work.send.Inc()
 	m.bytesInlineOut.Add(float64(inline))
 	if written > 0 {
 		m.opWrite.Inc()

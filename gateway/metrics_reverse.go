@@ -61,6 +61,7 @@ func NewReverseMetrics() *ReverseMetrics {
 // CallSent counts a call's bytes by the path they took to the server.
 func (m *ReverseMetrics) CallSent(kind rdmarpc.CallKind, inline, exposed int) {
 	m.opSend.Inc()
+	m.work.send.Inc()
 	m.bytesInlineToServer.Add(float64(inline))
 	switch kind {
 	case rdmarpc.CallReadChunk:

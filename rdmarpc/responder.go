@@ -147,6 +147,7 @@ type ResponderConn struct {
 	endpoint // pool, cq, qp, the connection's life (endpoint.go)
 	cfg      ResponderConfig
 	met      ResponderMetrics
+	work     WorkMetrics // cfg.Metrics as WorkMetrics, if it is one (metrics_work.go)
 	pd       verbs.PD
 	srq      verbs.SRQ   // the connection's own (nil with shared)
 	shared   *SharedRecv // cfg.SharedRecv: receives shared with other connections
@@ -214,6 +215,7 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 	c.endpoint.init("responder", cfg.Logger, cfg.Metrics, cfg.Pool, &c.recvMu, nil)
 	c.bcInit()
 	c.v2Init()
+	c.work = workMetricsOf(cfg.Metrics)
 	if err := c.setup(req, dev); err != nil {
 		req.Reject(nil)
 		c.release()

@@ -550,6 +550,7 @@ func (c *ResponderConn) deliver(call *Call) {
 	m.Append(Piece{Data: src[prev:], Buf: srcBuf})
 	call.state.Store(callHandler)
 	c.met.CallReceived(call.kind, len(call.inline), call.chunkSum)
+	reportReads(c.work, call.hdr.Reads)
 	c.delivering.Store(call)
 	c.handler.ServeCall(call)
 	c.delivering.Store(nil)

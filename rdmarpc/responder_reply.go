@@ -50,6 +50,9 @@ type sendCtxt struct {
 	// version-two RDMA2_ERROR built in place of a reply.
 	sends int
 	v2err V2ErrCode
+	// itemWRs: the requests before this index are the Writes into Write
+	// chunks (metrics_work.go); Writes after it go into the Reply chunk.
+	itemWRs int
 	// posted is when the chain was posted (UnixNano; 0: not in flight),
 	// for the reply timeout; set only when there is one.
 	posted atomic.Int64
@@ -57,7 +60,7 @@ type sendCtxt struct {
 
 func (s *sendCtxt) begin() {
 	s.wrs, s.rng, s.sges, s.src = s.wrs[:0], s.rng[:0], s.sges[:0], s.src[:0]
-	s.sends, s.v2err = 1, 0
+	s.sends, s.v2err, s.itemWRs = 1, 0, 0
 }
 
 func (s *sendCtxt) releaseBufs() {
@@ -372,8 +375,9 @@ func (call *Call) Reply(msg *Message) error {
 	// which may send its next call as soon as it sees this reply, always
 	// finds one posted.
 	c.endCall(call)
-	r := replyReport{kind: kind, sent: s.sendLen(), written: written, v2: call.v2, // s may be recycled once posted
-		inv: s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv, sends: s.sends, v2err: s.v2err}
+	w := s.work()
+	r := replyReport{kind: kind, sent: w.sendBytes, written: written, v2: call.v2, // s may be recycled once posted
+		inv: s.wrs[len(s.wrs)-1].Op == verbs.OpSendInv, sends: s.sends, v2err: s.v2err, work: w}
 	if async {
 		go func() {
 			if c.postV2(s) == nil {
@@ -419,6 +423,7 @@ type replyReport struct {
 	v2, inv       bool
 	sends         int
 	v2err         V2ErrCode
+	work          replyWork
 }
 
 func (c *ResponderConn) reportReply(r replyReport) {
@@ -431,6 +436,7 @@ func (c *ResponderConn) reportReply(r replyReport) {
 		c.v2.met.V2Continued(false, r.sends)
 	}
 	c.met.ReplySent(r.kind, r.sent, r.written)
+	r.work.report(c.work)
 	if r.inv {
 		c.met.SendInvalidated()
 	}
@@ -511,6 +517,7 @@ func (c *ResponderConn) buildReply(s *sendCtxt, call *Call, msg *Message) (Reply
 		return 0, 0, err
 	}
 	written := s.appendItemWrites(ch, h, msg, &st, c.maxSGE)
+	s.itemWRs = len(s.wrs)
 	if l.longReply {
 		s.appendReplyChunkWrites(ch, h, msg, &st, c.maxSGE)
 		written += l.inline

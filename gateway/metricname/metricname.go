@@ -50,6 +50,7 @@ const (
 	RDMAMemoryWaitsTotal          = "rdmagw_rdma_memory_waits_total"
 	RDMAMessagesDroppedTotal      = "rdmagw_rdma_messages_dropped_total"
 	RDMAOperationsTotal           = "rdmagw_rdma_operations_total"
+	RDMAWorkRequestsTotal         = "rdmagw_rdma_work_requests_total"
 	RepliesSendInvalidateTotal    = "rdmagw_replies_send_invalidate_total"
 	RepliesTotal                  = "rdmagw_replies_total"
 	ReplyChunkRetriesTotal        = "rdmagw_reply_chunk_retries_total"
@@ -99,6 +100,7 @@ var All = []string{
 	RDMAMemoryWaitsTotal,
 	RDMAMessagesDroppedTotal,
 	RDMAOperationsTotal,
+	RDMAWorkRequestsTotal,
 	RepliesSendInvalidateTotal,
 	RepliesTotal,
 	ReplyChunkRetriesTotal,

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmagw/rdmagw/gateway/metricname"
+	"github.com/rdmagw/rdmagw/rdmarpc"
+)
+
+// Work request paths (the "path" label of rdmagw_rdma_work_requests_total):
+// the message's own Send, the extra Sends of a version-two continued
+// message, version-two GRANTs, and rdmarpc.WorkPath's Reads and Writes.
+const (
+	workSend         = "send"
+	workContinuation = "continuation"
+	workGrant        = "grant"
+)
+
+// workMetrics counts the work requests the gateway's engine posts, by
+// path: with rdmagw_calls_total they give RDMA operations per RPC.
+type workMetrics struct {
+	send, continuation, grant prometheus.Counter
+	rdma                      [rdmarpc.WorkPaths]prometheus.Counter
+}
+
+func newWorkMetrics(f factory) *workMetrics {
+	v := f.counterVec(metricname.RDMAWorkRequestsTotal,
+		"RDMA work requests the gateway posted on its RDMA connections, by path: send (the one Send of each RPC-over-RDMA message: forward replies and error answers, reverse calls), continuation (the further Sends of a version-two message sent by continuation, its MIDDLE fragments), grant (version-two RDMA2_GRANT messages), read_chunk and long_call (RDMA Reads, one per Read chunk segment; long_call: the Position-Zero Read chunk or version-two Call chunk), write_chunk and reply_chunk (RDMA Writes into Write chunks and the Reply chunk, one per segment or more). The bytes each path moved are in rdmagw_bytes_total.", "path")
+	w := &workMetrics{send: v.WithLabelValues(workSend), continuation: v.WithLabelValues(workContinuation),
+		grant: v.WithLabelValues(workGrant)}
+	for p := range w.rdma {
+		w.rdma[p] = v.WithLabelValues(rdmarpc.WorkPath(p).String())
+	}
+	return w
+}
+
+// continued counts the MIDDLE Sends of a message this side sent in sends
+// Sends (the final one is counted as its send).
+func (w *workMetrics) continued(sends int) {
+	if sends > 1 {
+		w.continuation.Add(float64(sends - 1))
+	}
+}
+
+// ---- rdmarpc.WorkMetrics and rdmarpc.ResponderV2Metrics (forward) ----
+
+var (
+	_ rdmarpc.WorkMetrics        = (*engineMetrics)(nil)
+	_ rdmarpc.ResponderV2Metrics = (*engineMetrics)(nil)
+	_ rdmarpc.ResponderV2Metrics = (*ReverseMetrics)(nil)
+)
+
+// Posted counts the RDMA Reads and Writes of one message.
+func (m *engineMetrics) Posted(p rdmarpc.WorkPath, n int) {
+	if int(p) < len(m.work.rdma) {
+		m.work.rdma[p].Add(float64(n))
+	}
+}
+
+// V2ErrorSent counts an RDMA2_ERROR answer by its code.
+func (m *engineMetrics) V2ErrorSent(code rdmarpc.V2ErrCode) {
+	m.errorsSent.WithLabelValues(code.String()).Inc()
+}
+
+// V2GrantSent counts an RDMA2_GRANT posted.
+func (m *engineMetrics) V2GrantSent() { m.work.grant.Inc() }
+
+// V2Continued counts the MIDDLE Sends of a reply sent by continuation;
+// a continued call received is the peer's Sends, not counted here.
+func (m *engineMetrics) V2Continued(received bool, sends int) {
+	if !received {
+		m.work.continued(sends)
+	}
+}
+
+// V2Discarded counts a continuation fragment dropped silently.
+func (m *engineMetrics) V2Discarded() { m.engineDrops.WithLabelValues(dropV2Fragment).Inc() }
+
+// dropV2Fragment is the rdmagw_rdma_messages_dropped_total reason of a
+// version-two continuation fragment discarded (its sequence was already
+// answered with an error).
+const dropV2Fragment = "v2_fragment"
+
+// ---- the requester's (reverse) ----
+
+// V2ErrorSent counts an RDMA2_ERROR the requester sent to the server.
+func (m *ReverseMetrics) V2ErrorSent(code rdmarpc.V2ErrCode) { m.engine().V2ErrorSent(code) }
+
+// V2GrantSent counts an RDMA2_GRANT the requester sent.
+func (m *ReverseMetrics) V2GrantSent() { m.work.grant.Inc() }
+
+// V2Continued counts the MIDDLE Sends of a call sent by continuation; a
+// continued reply received is the server's Sends, not counted here.
+func (m *ReverseMetrics) V2Continued(received bool, sends int) {
+	if !received {
+		m.work.continued(sends)
+	}
+}
+
+// V2Discarded counts a reply fragment dropped silently.
+func (m *ReverseMetrics) V2Discarded() { m.engine().V2Discarded() }

@@ -25,7 +25,7 @@ type workMetrics struct {
 
 func newWorkMetrics(f factory) *workMetrics {
 	v := f.counterVec(metricname.RDMAWorkRequestsTotal,
-		"RDMA work requests the gateway posted on its RDMA connections, by path: send (the one Send of each RPC-over-RDMA message: forward replies and error answers, reverse calls), continuation (the further Sends of a version-two message sent by continuation, its MIDDLE fragments), grant (version-two RDMA2_GRANT messages), read_chunk and long_call (RDMA Reads, one per Read chunk segment; long_call: the Position-Zero Read chunk or version-two Call chunk), write_chunk and reply_chunk (RDMA Writes into Write chunks and the Reply chunk, one per segment or more). The bytes each path moved are in rdmagw_bytes_total.", "path")
+		"RDMA work requests the gateway posted on its RDMA connections, by path: send (the one Send of each RPC-over-RDMA message: forward replies and error answers, reverse calls), continuation (the further Sends of a version-two message sent by continuation, its MIDDLE fragments), grant (version-two RDMA2_GRANT messages), read_chunk and long_call (RDMA Reads, one per Read chunk segment; long_call: the Position-Zero Read chunk or version-two Call chunk), write_chunk and reply_chunk (RDMA Writes into Write chunks and the Reply chunk, one per segment or more); reverse mode also counts registration (memory registrations exposing a call's chunks to the server, one per chunk, each revoked when the reply comes: with FRWR hardware a registration and an invalidation work request). The bytes each path moved are in rdmagw_bytes_total.", "path")
 	w := &workMetrics{send: v.WithLabelValues(workSend), continuation: v.WithLabelValues(workContinuation),
 		grant: v.WithLabelValues(workGrant)}
 	for p := range w.rdma {
@@ -48,6 +48,7 @@ var (
 	_ rdmarpc.WorkMetrics        = (*engineMetrics)(nil)
 	_ rdmarpc.ResponderV2Metrics = (*engineMetrics)(nil)
 	_ rdmarpc.ResponderV2Metrics = (*ReverseMetrics)(nil)
+	_ rdmarpc.WorkMetrics        = (*ReverseMetrics)(nil)
 )
 
 // Posted counts the RDMA Reads and Writes of one message.
@@ -82,6 +83,14 @@ func (m *engineMetrics) V2Discarded() { m.engineDrops.WithLabelValues(dropV2Frag
 const dropV2Fragment = "v2_fragment"
 
 // ---- the requester's (reverse) ----
+
+// Posted counts the registrations of one call (the requester posts no
+// RDMA Reads or Writes).
+func (m *ReverseMetrics) Posted(p rdmarpc.WorkPath, n int) {
+	if int(p) < len(m.work.rdma) {
+		m.work.rdma[p].Add(float64(n))
+	}
+}
 
 // V2ErrorSent counts an RDMA2_ERROR the requester sent to the server.
 func (m *ReverseMetrics) V2ErrorSent(code rdmarpc.V2ErrCode) { m.engine().V2ErrorSent(code) }

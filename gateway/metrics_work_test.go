@@ -11,8 +11,8 @@ import (
 
 // The engines' work request reports land in rdmagw_rdma_work_requests_total
 // by path: each message's Send, the further Sends of a continued message,
-// GRANTs, and the RDMA Reads and Writes (forward: the responder; reverse:
-// the requester, which posts only Sends).
+// GRANTs, and the RDMA Reads and Writes (forward: the responder) or the
+// registrations exposing a call's chunks (reverse: the requester).
 func TestMetricsWorkRequests(t *testing.T) {
 	fm := gateway.NewMetrics()
 	e := fm.ResponderMetrics()
@@ -34,6 +34,7 @@ func TestMetricsWorkRequests(t *testing.T) {
 	rm.V2Continued(true, 7)
 	rm.V2GrantSent()
 	rm.V2GrantSent()
+	rm.Posted(rdmarpc.WorkRegistration, 2)
 
 	for _, c := range []struct {
 		mode string
@@ -46,6 +47,7 @@ func TestMetricsWorkRequests(t *testing.T) {
 		{"forward", fm, "write_chunk", 1}, {"forward", fm, "reply_chunk", 3},
 		{"reverse", rm.Metrics, "send", 1}, {"reverse", rm.Metrics, "continuation", 3},
 		{"reverse", rm.Metrics, "grant", 2}, {"reverse", rm.Metrics, "read_chunk", 0},
+		{"reverse", rm.Metrics, "registration", 2}, {"forward", fm, "registration", 0},
 	} {
 		if got := gwtest.Metric(t, c.m, metricname.RDMAWorkRequestsTotal, "path", c.path); got != c.want {
 			t.Errorf("%s path %s: %v work requests, want %v", c.mode, c.path, got, c.want)

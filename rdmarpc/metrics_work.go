@@ -13,6 +13,11 @@ const (
 	WorkLongCall                   // RDMA Reads of the Position-Zero Read chunk (version two: the Call chunk)
 	WorkWriteChunk                 // RDMA Writes into Write chunks
 	WorkReplyChunk                 // RDMA Writes into the Reply chunk
+	// WorkRegistration (requester): memory registrations made to expose
+	// one call's chunks to the responder (Read chunk data, Write and
+	// Reply chunk room), each revoked when the reply comes; with FRWR
+	// hardware each is a registration work request and an invalidation.
+	WorkRegistration
 	workPaths
 )
 
@@ -29,19 +34,22 @@ func (p WorkPath) String() string {
 		return "write_chunk"
 	case WorkReplyChunk:
 		return "reply_chunk"
+	case WorkRegistration:
+		return "registration"
 	}
 	return "unknown"
 }
 
-// WorkMetrics is implemented by ResponderMetrics that also count the
-// work requests behind the bytes: a chunk of several segments takes one
-// RDMA Read or Write per segment, or more when a segment gathers more
-// local pieces than one request holds. The responder looks for it once
-// per connection, as for ResponderV2Metrics.
+// WorkMetrics is implemented by ResponderMetrics and RequesterMetrics
+// that also count the work requests behind the bytes: a chunk of several
+// segments takes one RDMA Read or Write per segment, or more when a
+// segment gathers more local pieces than one request holds. The engines
+// look for it once per connection, as for ResponderV2Metrics.
 type WorkMetrics interface {
 	// Posted: n work requests of path p were posted for one RPC
-	// message (the Reads when the call is complete, the Writes when its
-	// reply is posted); never called with n = 0.
+	// message (responder: the Reads when the call is complete, the
+	// Writes when its reply is posted; requester: the registrations
+	// when the call is sent); never called with n = 0.
 	Posted(p WorkPath, n int)
 }
 
@@ -116,4 +124,11 @@ func (w replyWork) report(m WorkMetrics) {
 	if w.replyChunk > 0 {
 		m.Posted(WorkReplyChunk, w.replyChunk)
 	}
+}
+
+// registrations is how many registrations x holds for its call.
+func (x *reqCtxt) registrations() int {
+	x.regMu.Lock()
+	defer x.regMu.Unlock()
+	return len(x.readMRs) + len(x.writeMRs)
 }

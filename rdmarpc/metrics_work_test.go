@@ -61,31 +61,38 @@ func (m *workCount) take() (posted [WorkPaths]int, sends, sendBytes int) {
 	return
 }
 
-// The responder reports each RPC's RDMA Reads and Writes by path, in
-// both versions: a WRITE's Read chunk, a READ's Write chunk, a Long call
-// with its reply in the Reply chunk; and in version two a reply sent by
-// continuation counts all its Sends and all their bytes.
+// The responder reports each RPC's RDMA Reads and Writes by path, and
+// the requester the registrations that exposed the chunks, in both
+// versions: a WRITE's Read chunk, a READ's Write chunk, a Long call with
+// its reply in the Reply chunk; and in version two a reply sent by
+// continuation (no chunk, no registration) counts all its Sends and all
+// their bytes.
 func TestResponderWorkMetrics(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v2=%v", v2), func(t *testing.T) {
 			met := &workCount{countMetrics: newCountMetrics()}
+			qmet := &workCount{countMetrics: newCountMetrics()}
 			mode := VersionV1
 			if v2 {
 				mode = VersionV2
 			}
 			p := newEnginePair(t, pairOpts{rcfg: ResponderConfig{V2: v2, Metrics: met},
-				qcfg: RequesterConfig{Version: mode, VersionMemory: new(VersionMemory)}})
+				qcfg: RequesterConfig{Version: mode, VersionMemory: new(VersionMemory), Metrics: qmet}})
 			met.take()
-			check := func(what string, want [WorkPaths]int, wantSends int) (sendBytes int) {
+			qmet.take()
+			// want: the responder's Reads and Writes, the requester's
+			// registrations (WorkRegistration).
+			check := func(what string, want [WorkPaths]int, wantSends int) {
 				t.Helper()
 				// The reply is reported after it is posted: the requester
 				// may have it first.
 				waitFor(t, 5*time.Second, what+" reported", func() bool { return met.sent() >= wantSends })
-				got, sends, sendBytes := met.take()
+				got, sends, _ := met.take()
+				q, _, _ := qmet.take()
+				got[WorkRegistration] = q[WorkRegistration]
 				if got != want || sends != wantSends {
 					t.Errorf("%s: posted %v in %d Sends, want %v in %d", what, got, sends, want, wantSends)
 				}
-				return sendBytes
 			}
 
 			r, err := p.call(readCallMsg(1, 70000), &ReplyPlan{WriteChunks: []int{70000}})
@@ -94,7 +101,7 @@ func TestResponderWorkMetrics(t *testing.T) {
 			}
 			checkRead(t, r, 1, 70000, true)
 			r.Release()
-			check("READ 70000 into a Write chunk", [WorkPaths]int{WorkWriteChunk: 1}, 1)
+			check("READ 70000 into a Write chunk", [WorkPaths]int{WorkWriteChunk: 1, WorkRegistration: 1}, 1)
 
 			msg := writeCallMsg(t, nil, 2, 1<<20+3)
 			if r, err = p.call(msg, nil); err != nil {
@@ -107,7 +114,7 @@ func TestResponderWorkMetrics(t *testing.T) {
 			if v2 {
 				reads = 2
 			}
-			check("WRITE 1 MiB+3 from a Read chunk", [WorkPaths]int{WorkReadChunk: reads}, 1)
+			check("WRITE 1 MiB+3 from a Read chunk", [WorkPaths]int{WorkReadChunk: reads, WorkRegistration: 1}, 1)
 
 			echo := &Message{XID: 3}
 			echo.Append(Piece{Data: append(put32s(3, opEcho), patterned(20000, 3)...)})
@@ -121,7 +128,7 @@ func TestResponderWorkMetrics(t *testing.T) {
 			// Version two: the call goes as CALL_EXTERNAL (continuation
 			// would take more than 4 Sends), its Call chunk pulled as
 			// the Position-Zero chunk.
-			check("ECHO 20008, Long call, Reply chunk", [WorkPaths]int{WorkLongCall: 1, WorkReplyChunk: 1}, 1)
+			check("ECHO 20008, Long call, Reply chunk", [WorkPaths]int{WorkLongCall: 1, WorkReplyChunk: 1, WorkRegistration: 2}, 1)
 			if !v2 {
 				return
 			}
@@ -133,6 +140,8 @@ func TestResponderWorkMetrics(t *testing.T) {
 			frags := (n + 8 + 4095) / (4096 - V2MiddleHeaderSize)
 			waitFor(t, 5*time.Second, "BIG reported", func() bool { return met.sent() >= frags })
 			got, sends, sendBytes := met.take()
+			q, _, _ := qmet.take()
+			got[WorkRegistration] = q[WorkRegistration]
 			if got != [WorkPaths]int{} || sends < frags || sendBytes < n+8 {
 				t.Errorf("BIG %d by continuation: posted %v, %d Sends of %d bytes, want none, at least %d Sends of %d bytes",
 					n, got, sends, sendBytes, frags, n+8)

@@ -243,6 +243,7 @@ type RequesterConn struct {
 	maxSeg  int       // largest segment offered (0: any; version one)
 	cont    rqCont    // continued replies (requester_v2cont.go), loop goroutine
 	v2met   ResponderV2Metrics
+	work    WorkMetrics // cfg.Metrics as WorkMetrics, if it is one (metrics_work.go)
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex
@@ -254,7 +255,7 @@ type RequesterConn struct {
 // RFC 8797 private data, and posts its receives before the first call.
 func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg RequesterConfig) (*RequesterConn, error) {
 	cfg.setDefaults()
-	c := &RequesterConn{cfg: cfg, met: cfg.Metrics, granted: 1,
+	c := &RequesterConn{cfg: cfg, met: cfg.Metrics, work: workMetricsOf(cfg.Metrics), granted: 1,
 		wake: newNotifier(), wakeRes: newNotifier(), wakeBC: newNotifier(), loopDone: make(chan struct{})}
 	c.endpoint.init("requester", cfg.Logger, cfg.Metrics, cfg.Pool, &c.mu, ErrConnClosed)
 	c.bcInit()
@@ -527,6 +528,7 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 	if x.nfrags > 0 {
 		wr = &x.frags[0] // a continued call: its MIDDLE Sends first
 	}
+	regs := x.registrations() // before the reply can release them
 	if err := c.qp.PostSend(wr); err != nil {
 		c.mu.Lock()
 		x.sendPending = false
@@ -535,6 +537,9 @@ func (c *RequesterConn) call(ctx context.Context, msg *Message, plan *ReplyPlan,
 		c.postFailed("call", err)
 	} else {
 		c.met.CallSent(kind, inline, exposed)
+		if regs > 0 {
+			c.work.Posted(WorkRegistration, regs)
+		}
 		if x.nfrags > 0 {
 			c.v2met.V2Continued(false, x.nfrags+1)
 		}

@@ -24,6 +24,10 @@ type Snapshot struct {
 	Calls        float64 // rdmagw_calls_total over all procedures
 	ErrVersChunk float64 // RDMA_ERROR answers sent
 	PoolInUse    float64 // registered memory handed out and not given back
+	// Work is rdmagw_rdma_work_requests_total by path (send,
+	// continuation, grant, read_chunk, long_call, write_chunk,
+	// reply_chunk); nil before the first.
+	Work map[string]float64
 }
 
 // Bytes returns the bytes of path/direction (0 if never seen).
@@ -65,6 +69,15 @@ func Take(g prometheus.Gatherer) (Snapshot, error) {
 		case metricname.RDMAErrorsSentTotal:
 			for _, m := range f.GetMetric() {
 				s.ErrVersChunk += m.GetCounter().GetValue()
+			}
+		case metricname.RDMAWorkRequestsTotal:
+			s.Work = map[string]float64{}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "path" {
+						s.Work[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
 			}
 		case metricname.PoolBytesInUse:
 			for _, m := range f.GetMetric() {

@@ -516,57 +516,74 @@ func (s *session) takeBatch() []*pendingCall {
 	return batch
 }
 
-// writeBatch writes the batch's calls in order (vec is the vector to
-// reuse, returned grown) and gives the batch's storage back. It stops
-// early (stop) when done closes between two records, or on a write
-// error, leaving the calls not written pending.
+// writeBatch writes the batch's calls in order, as one record each and
+// all of them with one vectored write (vec is the vector to reuse,
+// returned grown), and gives the batch's storage back. It stops early
+// (stop) when done closes between two records, or on a write error,
+// leaving the calls not written pending.
 func (s *session) writeBatch(rw *tcprpc.RecordWriter, batch []*pendingCall, vec [][]byte, done <-chan struct{}) (_ [][]byte, stop bool, err error) {
+	n := 0 // batch[:n] are queued in rw
 	for i, pc := range batch {
 		if i > 0 && stopped(done) {
 			// Pausing (or failing): what is left stays pending, for
 			// teardown or the next connection, instead of being cut
 			// by the pause's deadline mid-record.
-			clear(batch)
-			s.giveBackBatch(batch)
-			return vec, true, nil
+			stop = true
+			break
 		}
 		vec = pc.call.Msg.AppendVec(vec[:0])
-		err := s.writeCall(rw, pc, vec)
-		batch[i] = nil
-		if err != nil {
-			clear(batch)
-			s.giveBackBatch(batch)
-			return vec, true, err
+		if err = rw.AppendRecordv(vec); err != nil {
+			stop = true
+			break
 		}
+		s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
+		n++
+	}
+	if ferr := s.flushCalls(rw, batch[:n]); err == nil {
+		err = ferr
 	}
 	clear(vec[:cap(vec)])
+	clear(batch)
 	s.giveBackBatch(batch)
-	return vec, false, nil
-}
-
-// writeCall writes pc's message (vec) as one record. pc is not touched
-// after the writev unless the answer was handed to the writer: the
-// reader may recycle it at once.
-func (s *session) writeCall(rw *tcprpc.RecordWriter, pc *pendingCall, vec [][]byte) error {
-	xid := pc.xid
-	s.be.pingProg, s.be.pingVers = pc.prog, pc.vers
-	pc.writing()
-	err := rw.WriteRecordv(vec)
-	if pc.written() {
-		// The reply came back before writev returned: the reader left
-		// the answer to us (session.go). Reply may wait for the client
-		// to take replies, as on the reader.
-		held := !s.be.localWait.Swap(true)
-		s.finishAnswer(pc)
-		if held {
-			s.be.localWait.Store(false)
-		}
-	}
 	if err != nil {
 		s.met.BackendError("write")
-		return fmt.Errorf("write call xid %#x: %w", xid, err)
+		return vec, true, err
 	}
-	return nil
+	return vec, stop, nil
+}
+
+// flushCalls writes the records of calls, queued in rw, with one
+// vectored write. A call is not touched after the writev unless its
+// answer was handed to the writer (session.go): the reader may recycle
+// it at once.
+func (s *session) flushCalls(rw *tcprpc.RecordWriter, calls []*pendingCall) error {
+	if len(calls) == 0 {
+		return rw.Flush()
+	}
+	for _, pc := range calls {
+		pc.writing()
+	}
+	first := calls[0].xid
+	err := rw.Flush()
+	for _, pc := range calls {
+		if pc.written() {
+			// The reply came back before writev returned: the reader
+			// left the answer to us (session.go). Reply may wait for the
+			// client to take replies, as on the reader.
+			held := !s.be.localWait.Swap(true)
+			s.finishAnswer(pc)
+			if held {
+				s.be.localWait.Store(false)
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case len(calls) == 1:
+		return fmt.Errorf("write call xid %#x: %w", first, err)
+	}
+	return fmt.Errorf("write calls xid %#x and %d after it: %w", first, len(calls)-1, err)
 }
 
 // giveBackBatch returns the writer's batch storage for the next swap.

@@ -564,6 +564,9 @@ func (s *session) flushCalls(rw *tcprpc.RecordWriter, calls []*pendingCall) erro
 		pc.writing()
 	}
 	first := calls[0].xid
+	if hook := testHookFlushCalls; hook != nil {
+		hook(calls)
+	}
 	err := rw.Flush()
 	for _, pc := range calls {
 		if pc.written() {
@@ -585,6 +588,10 @@ func (s *session) flushCalls(rw *tcprpc.RecordWriter, calls []*pendingCall) erro
 	}
 	return fmt.Errorf("write calls xid %#x and %d after it: %w", first, len(calls)-1, err)
 }
+
+// testHookFlushCalls, when set by a test, sees the calls of each
+// vectored write just before it is made.
+var testHookFlushCalls func(calls []*pendingCall)
 
 // giveBackBatch returns the writer's batch storage for the next swap.
 func (s *session) giveBackBatch(batch []*pendingCall) {

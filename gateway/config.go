@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -97,6 +98,11 @@ type BackendConfig struct {
 	// same IP address, so its retransmissions reach the server from the
 	// same source port (gateway/forward/park.go); 0 closes it at once.
 	ReconnectGrace time.Duration `yaml:"reconnect_grace"`
+	// RDMAVersion (reverse mode) is the RPC-over-RDMA version the gateway
+	// speaks to the server: "auto" (try version two, continue in version
+	// one when the server answers ERR_VERS, and remember that per server
+	// address), "1" or "2" (config_rdmaversion.go).
+	RDMAVersion string `yaml:"rdma_version"`
 }
 
 // ReverseConfig tunes reverse mode (TCP clients → RDMA server).
@@ -138,6 +144,10 @@ type RDMAConfig struct {
 	// through one shared receive queue; 0 = each connection posts its
 	// own credits + 8 (rdmarpc.SharedRecv, configs/forward.yaml).
 	SRQDepth int `yaml:"srq_depth"`
+	// Versions (forward mode) lists the RPC-over-RDMA versions accepted
+	// from clients: [1, 2] (the default) or [1]; each connection's first
+	// message decides its version (config_rdmaversion.go).
+	Versions []int `yaml:"versions"`
 }
 
 // LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.
@@ -258,6 +268,7 @@ func defaultBackendConfig() BackendConfig {
 		PingInterval:     DefaultBackendPing,
 		PingTimeout:      DefaultBackendPingTO,
 		ReconnectGrace:   DefaultReconnectGrace,
+		RDMAVersion:      DefaultRDMAVersion,
 	}
 }
 
@@ -270,6 +281,7 @@ func defaultRDMAConfig() RDMAConfig {
 		InlineRecv:          DefaultInline,
 		InlineSend:          DefaultInline,
 		MaxReadsOutstanding: DefaultReadsInFlight,
+		Versions:            slices.Clone(DefaultVersions),
 		Limits: LimitsConfig{
 			MaxReadSegments:     lim.MaxReadSegments,
 			MaxReadChunks:       lim.MaxReadChunks,

@@ -45,6 +45,7 @@ func (c *Config) Validate() error {
 	c.validateAllowedNetworks(bad)
 	c.validateBackend(bad)
 	c.validateRDMA(bad)
+	c.validateVersions(bad)
 	c.validatePool(bad)
 	c.validateMetricsAndLog(bad)
 	return errors.Join(errs...)

@@ -5,11 +5,12 @@ import "github.com/rdmagw/rdmagw/gateway"
 // connFields (forward mode) apply to client connections made after the
 // reload: the engine's and the session's settings are taken per
 // connection (Gateway.serveClient, Gateway.responderConfig), and the
-// connection limits at each connection request. Not rdma.credits,
+// connection limits at each connection request (rdma.versions: the
+// versions a new connection may settle on). Not rdma.credits,
 // rdma.inline_recv, backchannel.max_calls nor backchannel.disabled: they
 // set the receives of a connection, and the receive pool is sized for
 // connections.max of them at start (openRecvPool).
-var connFields = []string{"rdma.inline_send", "rdma.max_reads_outstanding", "rdma.limits.",
+var connFields = []string{"rdma.inline_send", "rdma.versions", "rdma.max_reads_outstanding", "rdma.limits.",
 	"backchannel.queue", "backchannel.timeout",
 	"backend.connect_timeout", "backend.reserved_source_port", "backend.reconnect_backoff_initial",
 	"backend.reconnect_backoff_max", "backend.give_up_after", "backend.max_reply_bytes",

@@ -30,6 +30,7 @@ func (f *Gateway) responderConfig(cfg *gateway.Config, met rdmarpc.ResponderMetr
 		CallQuota:           f.callQuota,
 		ReplyTimeout:        cfg.Connections.ReplyTimeout,
 		IdleTimeout:         cfg.Connections.IdleTimeout,
+		V2:                  cfg.ServesV2(), // rdma.versions
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // gateway itself, and the connection stays usable.
 func TestReverseBadCalls(t *testing.T) {
 	srv := startEvilServer(t)
-	rev := startReverse(t, srv.ln.Addr().String(), nil)
+	rev := startReverse(t, srv.ln.Addr().String(), scriptedV1Peer)
 	conn, err := net.Dial("tcp", rev.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -331,7 +331,7 @@ func (s *crossServer) victimConn(ctx context.Context, c *crossConn) {
 
 func TestReverseConnectionsCannotTouchEachOthersMemory(t *testing.T) {
 	srv := startCrossServer(t)
-	rev := startReverse(t, srv.ln.Addr().String(), nil)
+	rev := startReverse(t, srv.ln.Addr().String(), scriptedV1Peer)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The attackers' clients first, one RDMA connection each, in order.

@@ -72,6 +72,7 @@ type fakeServer struct {
 	allInfl   int // every call, pings included
 	maxAll    int
 	tooBig    int // replies that fitted neither inline nor the Reply chunk
+	errVers   int // ERR_VERS answers (to version-two messages)
 	live      map[int]*fakeConn
 	releaseCh []chan struct{}
 }
@@ -246,6 +247,15 @@ func (s *fakeServer) serve(ctx context.Context, req verbs.ConnRequest) {
 			}
 			h := new(rdmarpc.Header)
 			hlen, err := h.Decode(m.b, rdmarpc.DefaultLimits())
+			if len(m.b) >= 8 && binary.BigEndian.Uint32(m.b[4:]) != rdmarpc.Version {
+				// A version-one server, as Linux knfsd: ERR_VERS 1..1
+				// to the gateway's version-two transport properties
+				// (backend.rdma_version auto falls back).
+				if !c.errVers(m.b) {
+					return
+				}
+				continue
+			}
 			if err != nil {
 				s.t.Errorf("fake server: bad call header: %v", err)
 				return
@@ -377,6 +387,21 @@ func (c *fakeConn) pull(h *rdmarpc.Header, inline []byte) (fakeCall, bool) {
 		replyRoom: h.Reply.Len(), hasReply: h.HasReply, readChunks: nread, writeChunks: len(h.Writes)}, true
 }
 
+// errVers answers a message of another version with ERR_VERS 1..1,
+// echoing its XID and version as Linux svc_rdma does.
+func (c *fakeConn) errVers(msg []byte) bool {
+	s := c.s
+	s.mu.Lock()
+	s.errVers++
+	s.mu.Unlock()
+	n, err := rdmarpc.EncodeErrVers(c.send, binary.BigEndian.Uint32(msg), binary.BigEndian.Uint32(msg[4:]), s.grant, rdmarpc.Version, rdmarpc.Version)
+	if err != nil {
+		s.t.Errorf("fake server: encode ERR_VERS: %v", err)
+		return false
+	}
+	return c.post(&verbs.SendWR{Op: verbs.OpSend, SGL: []verbs.SGE{{Buf: c.send[:n], LKey: c.mr.LKey()}}})
+}
+
 // answer sends the reply (or ERR_CHUNK) for call.
 func (c *fakeConn) answer(call *fakeCall, h *rdmarpc.Header, act fakeAction, reply []byte, all bool) bool {
 	s := c.s
@@ -435,6 +460,12 @@ func (c *fakeConn) answer(call *fakeCall, h *rdmarpc.Header, act fakeAction, rep
 	}
 	return c.post(&verbs.SendWR{Op: verbs.OpSend, SGL: []verbs.SGE{{Buf: c.send[:n], LKey: c.mr.LKey()}}})
 }
+
+// scriptedV1Peer is startReverse's edit for the scripted peers
+// (rdmapeer_test.go) that speak version one and close the connection on
+// anything else instead of answering ERR_VERS: the gateway speaks
+// version one to them from the first message.
+func scriptedV1Peer(c *gateway.Config) { c.Backend.RDMAVersion = "1" }
 
 // startReverseLogged is startReverse with the gateway's JSON log (at
 // debug) also kept in a buffer, for logged.

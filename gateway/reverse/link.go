@@ -119,6 +119,8 @@ func (l *rdmaLink) dial(ctx context.Context) (*rdmarpc.RequesterConn, error) {
 		ConnectTimeout: cfg.Backend.ConnectTimeout,
 		ReserveCredits: reserve,
 		Backchannel:    l.bc.requesterConfig(),
+		Version:        l.r.reload.Current().BackendVersionMode(), // a reload applies to the next dial
+		VersionMemory:  &l.r.versions,
 	})
 }
 

@@ -2,9 +2,12 @@ package reverse
 
 import "github.com/rdmagw/rdmagw/gateway"
 
-// reverseConnFields: none yet; reverse mode reads its settings from the
-// gateway's one configuration throughout (restart to change them).
-var reverseConnFields []string
+// reverseConnFields apply to the RDMA connections to the server made
+// after the reload (a new client's, or a link's reconnection: rdmaLink.dial
+// reads them from the configuration in force); the rest of reverse mode
+// reads its settings from the gateway's one configuration throughout
+// (restart to change them).
+var reverseConnFields = []string{"backend.rdma_version"}
 
 // Reconfigure is forward.Gateway.Reconfigure for reverse mode, where only the
 // live fields change without a restart.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
 
@@ -37,6 +38,11 @@ type Gateway struct {
 	backend string
 	metrics *gateway.MetricsServer
 	carry   ulb.IOLimits // advertised in place of larger server limits
+	// versions remembers the server's RPC-over-RDMA version when
+	// backend.rdma_version is auto and it answered ERR_VERS to version
+	// two: the reconnections and the other clients' links start in
+	// version one and do not negotiate again.
+	versions rdmarpc.VersionMemory
 
 	wg sync.WaitGroup // client sessions
 

@@ -157,7 +157,7 @@ func (s *evilServer) serve(ctx context.Context, req verbs.ConnRequest) {
 
 func TestReverseStaleRKeyRejected(t *testing.T) {
 	srv := startEvilServer(t)
-	rev := startReverse(t, srv.ln.Addr().String(), nil)
+	rev := startReverse(t, srv.ln.Addr().String(), scriptedV1Peer)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tr, err := nfsclient.DialTCP(ctx, rev.Addr().String())

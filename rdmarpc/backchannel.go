@@ -176,9 +176,10 @@ func (c *ResponderConn) SetBackchannel(onReply func(xid uint32, reply []byte), m
 }
 
 func (c *ResponderConn) bcOn() bool {
-	// Version one only: a version-two connection has no RFC 8167
-	// backward direction (responder_v2.go).
-	return c.bc != nil && c.cfg.Backchannel.MaxCalls > 0 && c.bc.cfg.OnReply != nil && c.Version() != V2Version
+	// A version-two connection has the backward direction when the
+	// requester announced it (backchannel_v2.go).
+	return c.bc != nil && c.cfg.Backchannel.MaxCalls > 0 && c.bc.cfg.OnReply != nil &&
+		(c.Version() != V2Version || c.v2PeerBackward())
 }
 
 // bcRecvs is how many receives the backchannel adds.
@@ -190,7 +191,7 @@ func (c *ResponderConn) BackchannelMax() int {
 	if !c.bcOn() {
 		return 0
 	}
-	return c.sendMax - BackwardHeaderSize
+	return c.backwardRoom()
 }
 
 // BackchannelOutstanding is the number of backward calls awaiting replies.
@@ -281,10 +282,10 @@ func (c *ResponderConn) SendBackwardCall(ctx context.Context, msg [][]byte, wait
 	if n < 8 {
 		return fmt.Errorf("rdmarpc: backward call of %d bytes is no RPC call", n)
 	}
-	if BackwardHeaderSize+n > c.sendMax {
+	if room := c.backwardRoom(); n > room {
 		met.BackwardError("too_big")
-		return fmt.Errorf("%w: %d bytes, the peer receives %d inline (%d of RPC message)",
-			ErrBackchannelTooBig, n, c.sendMax, c.sendMax-BackwardHeaderSize)
+		return fmt.Errorf("%w: %d bytes, the peer receives %d of RPC message inline",
+			ErrBackchannelTooBig, n, room)
 	}
 	var w [8]byte
 	copyFrom(w[:], msg)
@@ -309,6 +310,21 @@ func (c *ResponderConn) SendBackwardCall(ctx context.Context, msg [][]byte, wait
 		met.BackwardError("closed")
 		return c.closedErr()
 	}
+	if err := c.postBackward(s, xid, msg, n); err != nil {
+		c.bcRelease(xid)
+		met.BackwardError("closed")
+		return err
+	}
+	met.BackwardCall(n)
+	return nil
+}
+
+// postBackward posts backward call msg (n bytes) in the connection's
+// version on the send context s.
+func (c *ResponderConn) postBackward(s *sendCtxt, xid uint32, msg [][]byte, n int) error {
+	if c.Version() == V2Version {
+		return c.postBackwardV2(s, xid, msg, n)
+	}
 	putBackwardHeader(s.buf.Bytes, xid, uint32(c.cfg.Backchannel.MaxCalls))
 	copyFrom(s.buf.Bytes[BackwardHeaderSize:], msg)
 	s.begin()
@@ -316,13 +332,7 @@ func (c *ResponderConn) SendBackwardCall(ctx context.Context, msg [][]byte, wait
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, 0, 0, 0)
 	s.wrs[0].Signal = true
 	s.slots = 1
-	if err := c.post(s); err != nil {
-		c.bcRelease(xid)
-		met.BackwardError("closed")
-		return err
-	}
-	met.BackwardCall(n)
-	return nil
+	return c.post(s)
 }
 
 // AbandonBackwardCall gives back the credit of a backward call whose
@@ -358,20 +368,29 @@ func (c *ResponderConn) backwardReply(r *recvCtxt, payload []byte) bool {
 		// message that is no RPC call (the gateway drops it as not_rpc).
 		return false
 	}
+	// The grant rides on every backward reply; 0 counts as 1.
+	c.bcTakeReply(r, xid, int(h.Credit), payload)
+	return true
+}
+
+// bcTakeReply hands the reply to backward call xid to OnReply, or drops
+// it as unmatched, and reposts r; grant is the peer's backward credit
+// (version one: on every backward reply; version two: the connection's
+// one credit flow bounds the calls, so the configured maximum).
+func (c *ResponderConn) bcTakeReply(r *recvCtxt, xid uint32, grant int, payload []byte) {
 	b := c.bc
 	b.mu.Lock()
 	_, ok := b.out[xid]
 	delete(b.out, xid)
 	if ok {
-		// The grant rides on every backward reply; 0 counts as 1.
-		b.granted = min(max(int(h.Credit), 1), b.cfg.MaxCalls)
+		b.granted = min(max(grant, 1), b.cfg.MaxCalls)
 	}
 	b.mu.Unlock()
 	if !ok {
 		b.cfg.Metrics.BackwardError("unmatched")
 		c.log.Warn("backward-direction reply for no outstanding backward call dropped", "peer", c.RemoteAddr(), "xid", xid)
 		c.repost(r)
-		return true
+		return
 	}
 	b.wake.signal()
 	b.cfg.Metrics.BackwardReply(len(payload))
@@ -379,5 +398,4 @@ func (c *ResponderConn) backwardReply(r *recvCtxt, payload []byte) bool {
 		b.cfg.OnReply(xid, payload)
 	}
 	c.repost(r)
-	return true
 }

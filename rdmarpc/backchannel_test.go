@@ -68,15 +68,19 @@ type bcPair struct {
 }
 
 func newBCPair(t *testing.T, maxCalls int, h BackwardHandler) *bcPair {
+	return newBCPairOpts(t, maxCalls, h, pairOpts{})
+}
+
+// newBCPairOpts is newBCPair over the engines configured by o.
+func newBCPairOpts(t *testing.T, maxCalls int, h BackwardHandler, o pairOpts) *bcPair {
 	bp := &bcPair{rm: newBCCount(), qm: newBCCount(), replies: map[uint32][]byte{}}
-	o := pairOpts{}
 	o.rcfg.Backchannel = ResponderBackchannel{MaxCalls: maxCalls, Metrics: bp.rm,
 		OnReply: func(xid uint32, reply []byte) {
 			bp.mu.Lock()
 			bp.replies[xid] = append([]byte(nil), reply...)
 			bp.mu.Unlock()
 		}}
-	o.qcfg.Backchannel = RequesterBackchannel{Handler: h, Metrics: bp.qm}
+	o.qcfg.Backchannel = RequesterBackchannel{Credits: o.qcfg.Backchannel.Credits, Handler: h, Metrics: bp.qm}
 	bp.enginePair = newEnginePair(t, o)
 	return bp
 }

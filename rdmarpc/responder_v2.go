@@ -317,6 +317,10 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 		c.repost(r) // the credit and properties are taken above
 	case HTypeConnPropFinal:
 		c.answerProps(r)
+	case HTypeReplyInline:
+		if !c.backwardReplyV2(r, v, data[hlen:]) {
+			c.invalHType(r, v)
+		}
 	case HTypeError:
 		// Never answered (no error loops); a requester has no call of
 		// ours to fail.
@@ -324,10 +328,15 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 		c.log.Debug("RDMA2_ERROR from requester dropped", "peer", c.RemoteAddr(), "header", v.String())
 		c.repost(r)
 	default:
-		c.dropCont()
-		c.log.Debug("RDMA2_ERR_INVAL_HTYPE", "peer", c.RemoteAddr(), "header", v.String())
-		c.answerV2(r, v.XID, V2Version, V2ErrorBody{Code: V2ErrInvalHType})
+		c.invalHType(r, v)
 	}
+}
+
+// invalHType answers a message of a type the responder does not take.
+func (c *ResponderConn) invalHType(r *recvCtxt, v *V2Header) {
+	c.dropCont()
+	c.log.Debug("RDMA2_ERR_INVAL_HTYPE", "peer", c.RemoteAddr(), "header", v.String())
+	c.answerV2(r, v.XID, V2Version, V2ErrorBody{Code: V2ErrInvalHType})
 }
 
 // badV2Header answers a message V2Header.Decode refused on a version-two

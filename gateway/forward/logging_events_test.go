@@ -38,7 +38,7 @@ func TestForwardClientDisconnectNoBackendError(t *testing.T) {
 }
 
 // Bad input from a client is logged at INFO with the peer, rate-limited:
-// 30 messages of transport version 2 (answered ERR_VERS by the engine)
+// 30 messages of transport version 3 (answered ERR_VERS by the engine)
 // and 30 calls of RPC version 3 (answered RPC_MISMATCH by the session)
 // give a burst of lines of each kind, the rest counted as suppressed.
 func TestForwardBadInputLoggedRateLimited(t *testing.T) {
@@ -49,11 +49,11 @@ func TestForwardBadInputLoggedRateLimited(t *testing.T) {
 	const n = 30
 
 	replies := rawExchange(t, gw.Addr().String(), n, func(i int) []byte {
-		return gwtest.BE32(nil, uint32(0x1000+i), 2, 32, 0, 0, 0, 0) // rdma_vers 2
+		return gwtest.BE32(nil, uint32(0x1000+i), 3, 32, 0, 0, 0, 0) // rdma_vers 3 (2 is served: rdma.versions)
 	})
 	for i, r := range replies {
 		if len(r) < 20 || binary.BigEndian.Uint32(r[12:]) != uint32(rdmarpc.ProcError) || binary.BigEndian.Uint32(r[16:]) != uint32(rdmarpc.ErrCodeVers) {
-			t.Fatalf("answer %d to rdma_vers 2: % x, want RDMA_ERROR/ERR_VERS", i, r)
+			t.Fatalf("answer %d to rdma_vers 3: % x, want RDMA_ERROR/ERR_VERS", i, r)
 		}
 	}
 	c := dialRDMA(t, gw.Addr().String())

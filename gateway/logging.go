@@ -115,13 +115,14 @@ func (m *Metrics) SetEventLogger(l hclog.Logger) { m.events.log = l }
 // answer and dropped message.
 type connMetrics struct {
 	rdmarpc.ResponderMetrics
-	events *eventLog
-	peer   string
+	EngineExtras // next's work and version-two counters (metrics_work.go)
+	events       *eventLog
+	peer         string
 }
 
 // ForConn wraps next, the engine metrics of the connection from peer.
 func (m *Metrics) ForConn(peer string, next rdmarpc.ResponderMetrics) *connMetrics {
-	return &connMetrics{ResponderMetrics: next, events: m.events, peer: peer}
+	return &connMetrics{ResponderMetrics: next, EngineExtras: ExtrasOf(next), events: m.events, peer: peer}
 }
 
 func (m *connMetrics) ErrorSent(code rdmarpc.ErrorCode) {

@@ -108,3 +108,33 @@ func (m *ReverseMetrics) V2Continued(received bool, sends int) {
 
 // V2Discarded counts a reply fragment dropped silently.
 func (m *ReverseMetrics) V2Discarded() { m.engine().V2Discarded() }
+
+// EngineExtras are the optional engine metrics the gateway implements
+// beside rdmarpc.ResponderMetrics. The engine finds them by type
+// assertion, which a wrapper embedding only the ResponderMetrics
+// interface hides: wrappers (connMetrics, forward's per-session
+// metrics) embed EngineExtras too, filled by ExtrasOf.
+type EngineExtras struct {
+	rdmarpc.WorkMetrics
+	rdmarpc.ResponderV2Metrics
+}
+
+// ExtrasOf is next's optional metrics, or ones counting nothing.
+func ExtrasOf(next any) EngineExtras {
+	e := EngineExtras{WorkMetrics: nopExtras{}, ResponderV2Metrics: nopExtras{}}
+	if w, ok := next.(rdmarpc.WorkMetrics); ok {
+		e.WorkMetrics = w
+	}
+	if v, ok := next.(rdmarpc.ResponderV2Metrics); ok {
+		e.ResponderV2Metrics = v
+	}
+	return e
+}
+
+type nopExtras struct{}
+
+func (nopExtras) Posted(rdmarpc.WorkPath, int)  {}
+func (nopExtras) V2ErrorSent(rdmarpc.V2ErrCode) {}
+func (nopExtras) V2GrantSent()                  {}
+func (nopExtras) V2Continued(bool, int)         {}
+func (nopExtras) V2Discarded()                  {}

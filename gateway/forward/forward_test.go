@@ -99,6 +99,13 @@ func TestForwardWriteReadFiles(t *testing.T) {
 	gwtest.WaitFor(t, 5*time.Second, "write_chunk bytes (READ payloads by RDMA Write) to be counted", func() bool {
 		return gwtest.Metric(t, m, "rdmagw_bytes_total", "path", "write_chunk") >= float64(wrote)
 	})
+	// ... by as many RDMA Reads and Writes, counted through the
+	// session's metrics wrappers.
+	for _, path := range []string{"read_chunk", "write_chunk"} {
+		if v := gwtest.Metric(t, m, "rdmagw_rdma_work_requests_total", "path", path); v < 1 {
+			t.Errorf("%s work requests = %v, want at least 1", path, v)
+		}
+	}
 	if v := gwtest.Metric(t, m, "rdmagw_ddp_fallbacks_total"); v != 0 {
 		t.Errorf("ddp fallbacks = %v", v)
 	}
@@ -144,6 +151,9 @@ func TestForwardReaddirplusReplyChunk(t *testing.T) {
 	gwtest.WaitFor(t, 5*time.Second, "reply_chunk bytes to be counted", func() bool {
 		return gwtest.Metric(t, gw.Metrics(), "rdmagw_bytes_total", "path", "reply_chunk") >= 4096
 	})
+	if v := gwtest.Metric(t, gw.Metrics(), "rdmagw_rdma_work_requests_total", "path", "reply_chunk"); v < 1 {
+		t.Errorf("reply_chunk work requests = %v, want at least 1", v)
+	}
 }
 
 // The backend connection breaks while a call is in flight: the gateway

@@ -13,6 +13,11 @@ import (
 type sessionMetrics struct {
 	rdmarpc.ResponderMetrics
 	ops *gateway.ClientOps
+	gateway.EngineExtras
+}
+
+func newSessionMetrics(next rdmarpc.ResponderMetrics, ops *gateway.ClientOps) sessionMetrics {
+	return sessionMetrics{ResponderMetrics: next, ops: ops, EngineExtras: gateway.ExtrasOf(next)}
 }
 
 // CallReceived implements rdmarpc.ResponderMetrics.

@@ -532,7 +532,10 @@ func (c *ResponderConn) debugState() string {
 		free[s] = true
 	}
 	for i := range c.sends {
-		s := &c.sends[i]
+		s := c.sends[i].Load()
+		if s == nil {
+			continue // never made
+		}
 		if s.buf != nil || len(s.bufs) > 0 || !free[s] {
 			fmt.Fprintf(&b, "send %d: free %v buf %v bufs %d\n", i, free[s], s.buf != nil, len(s.bufs))
 		}

@@ -147,6 +147,12 @@ func (c *ResponderConn) getSend(wait bool) *sendCtxt {
 			c.sendMu.Unlock()
 			return nil
 		}
+		if len(c.sendFree) == 0 && c.sendsMade < len(c.sends) {
+			s := &sendCtxt{idx: c.sendsMade}
+			c.sends[c.sendsMade].Store(s)
+			c.sendsMade++
+			c.sendFree = append(c.sendFree, s)
+		}
 		if n := len(c.sendFree); n > 0 {
 			s := c.sendFree[n-1]
 			c.sendFree = c.sendFree[:n-1]
@@ -172,6 +178,14 @@ func (c *ResponderConn) getSend(wait bool) *sendCtxt {
 			return nil
 		}
 	}
+}
+
+// sendAt is the send context of a work request index (nil: none made).
+func (c *ResponderConn) sendAt(idx int) *sendCtxt {
+	if idx >= len(c.sends) {
+		return nil
+	}
+	return c.sends[idx].Load()
 }
 
 // sendBuf gives s its header buffer, waiting (when wait) while the pool

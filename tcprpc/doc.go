@@ -10,6 +10,8 @@
 //	recordwriter.go      RecordWriter: one record as one vectored write
 //	recordwriter_vec.go  WriteRecordv: a record from any number of pieces;
 //	                     AppendRecordv + Flush: several records, one writev
+//	recordwriter_shared.go  SharedRecordWriter: records of concurrent
+//	                     callers gathered into one writev
 //	errors.go            FrameError and its sentinels
 //
 // # Record marking

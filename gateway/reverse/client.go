@@ -36,9 +36,10 @@ type revClient struct {
 
 	rr *tcprpc.RecordReader
 
-	wmu  sync.Mutex // serialises replies on the socket
-	rw   *tcprpc.RecordWriter
-	werr error // the first write error; the session ends
+	// rw writes the replies (and callbacks) of all slots: replies ready
+	// together go out in one vectored write; the first write error is
+	// sticky and ends the session.
+	rw *tcprpc.SharedRecordWriter
 
 	free    chan *revSlot
 	slots   []*revSlot
@@ -61,7 +62,7 @@ func newRevClient(r *Gateway, conn *net.TCPConn, link *rdmaLink) *revClient {
 		free: make(chan *revSlot, r.cfg.Reverse.MaxCallsPerClient)}
 	c.ops.Init(time.Now())
 	c.rr = tcprpc.NewRecordReader(countingReader{conn, &c.ops.In}, &tcprpc.ReaderConfig{MaxRecord: int(r.cfg.Reverse.MaxCallBytes), BufferSize: revPeekMax, SkipOversize: true})
-	c.rw = tcprpc.NewRecordWriter(conn, nil)
+	c.rw = tcprpc.NewSharedRecordWriter(conn, nil)
 	return c
 }
 
@@ -219,15 +220,10 @@ func (c *revClient) slot() (*revSlot, error) {
 	}
 }
 
-// writeReply sends vec as one record.
+// writeReply sends vec as one record, in one vectored write with the
+// other slots' replies ready at the same time. Any slot's goroutine.
 func (c *revClient) writeReply(vec [][]byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.werr != nil {
-		return c.werr
-	}
 	if err := c.rw.WriteRecordv(vec); err != nil {
-		c.werr = err
 		c.cancel()
 		return err
 	}

@@ -25,7 +25,8 @@
 //	                          v replyVec (reply.go): the reply spliced
 //	                          |   from the inline part and the chunk data,
 //	                          |   no copy
-//	record: RPC reply <---- writeReply (client.go): one vectored write
+//	record: RPC reply <---- writeReply (client.go): one vectored write,
+//	                          shared with the other replies ready then
 //
 // NFSv4.1 callbacks go the other way on the same pair of connections:
 // the server's backward-direction call on the RDMA connection ->

@@ -19,15 +19,7 @@ func BenchmarkReverseChain(b *testing.B) {
 	fwd := forwardtest.Start(b, g.NFSAddr)
 	rev := startReverse(b, fwd.Addr().String(), nil)
 	ctx := context.Background()
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	mt.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
+	root := mountRoot(b, ctx, g)
 	data := nfstest.Pattern(1<<20, 3)
 	for _, tc := range []struct{ name, addr string }{{"direct", g.NFSAddr}, {"reverse", rev.Addr().String()}} {
 		tr, err := nfsclient.DialTCP(ctx, tc.addr)

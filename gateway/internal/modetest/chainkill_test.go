@@ -122,15 +122,7 @@ func TestReverseChainBackendHungAndCut(t *testing.T) {
 		c.Backend.GiveUpAfter = 10 * time.Second
 	}, gwtest.TestLog(t))
 	ctx := nfstest.Ctx(t)
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	if err != nil {
-		t.Fatalf("MNT: %v", err)
-	}
+	root := mountRoot(t, ctx, g)
 	nt, err := nfsclient.DialTCP(ctx, rev.Addr().String())
 	if err != nil {
 		t.Fatal(err)

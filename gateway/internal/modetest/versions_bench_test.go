@@ -166,15 +166,18 @@ func takeStats(b *testing.B, m *gateway.Metrics) gwstats.Snapshot {
 	return s
 }
 
-func mountRoot(b *testing.B, ctx context.Context, g *nfstest.Ganesha) []byte {
+// mountRoot mounts g's export over MOUNT v3 (at ganesha: the chain
+// carries the NFS port only) and returns the root file handle.
+func mountRoot(t testing.TB, ctx context.Context, g *nfstest.Ganesha) []byte {
+	t.Helper()
 	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	defer mt.Close()
 	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatalf("MNT: %v", err)
 	}
 	return root
 }

@@ -73,6 +73,7 @@ type Metrics struct {
 	bc                *BackchannelMetrics // NFSv4.1 backchannel (metrics_backchannel.go)
 	events            *eventLog           // client events, rate-limited at INFO (logging.go)
 
+	vers           *versionMetrics        // RPC-over-RDMA version per connection (metrics_version.go)
 	ops            *opsMetrics            // drain and reload (ops.go)
 	ForwardBackend *ForwardBackendMetrics // backend connection health (metrics_forward.go)
 }
@@ -148,6 +149,7 @@ func NewMetricsFor(mode string) *Metrics {
 	m.bc = newBCMetrics(f)
 	m.events = newEventLog(f)
 	m.ops = newOpsMetrics(f)
+	m.vers = newVersionMetrics(f)
 	if mode == "forward" { // reverse mode has its own backend series (metrics_reverse.go)
 		m.ForwardBackend = newBEMetrics(f)
 	}

@@ -117,16 +117,20 @@ func (m *ReverseMetrics) V2Discarded() { m.engine().V2Discarded() }
 type EngineExtras struct {
 	rdmarpc.WorkMetrics
 	rdmarpc.ResponderV2Metrics
+	rdmarpc.VersionMetrics // metrics_version.go
 }
 
 // ExtrasOf is next's optional metrics, or ones counting nothing.
 func ExtrasOf(next any) EngineExtras {
-	e := EngineExtras{WorkMetrics: nopExtras{}, ResponderV2Metrics: nopExtras{}}
+	e := EngineExtras{WorkMetrics: nopExtras{}, ResponderV2Metrics: nopExtras{}, VersionMetrics: nopExtras{}}
 	if w, ok := next.(rdmarpc.WorkMetrics); ok {
 		e.WorkMetrics = w
 	}
 	if v, ok := next.(rdmarpc.ResponderV2Metrics); ok {
 		e.ResponderV2Metrics = v
+	}
+	if v, ok := next.(rdmarpc.VersionMetrics); ok {
+		e.VersionMetrics = v
 	}
 	return e
 }

@@ -101,6 +101,12 @@ func (m *countMetrics) MemoryWait()                       { m.add("memory_wait")
 func (m *countMetrics) RDMAFailed(op verbs.Opcode, _ verbs.Status) {
 	m.add("rdma_failed_" + op.String())
 }
+func (m *countMetrics) VersionSettled(v uint32, fellBack bool) {
+	m.add(fmt.Sprintf("version_%d", v))
+	if fellBack {
+		m.add("fell_back")
+	}
+}
 func (m *countMetrics) ConnUp()                             { m.add("up") }
 func (m *countMetrics) ConnDown(error)                      { m.add("down") }
 func (m *countMetrics) CallSent(k CallKind, _, _ int)       { m.add("sent_" + k.String()) }

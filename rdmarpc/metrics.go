@@ -82,6 +82,27 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
+// VersionMetrics is implemented by ResponderMetrics and RequesterMetrics
+// that want the RPC-over-RDMA version each connection settles on
+// (optional: the engines check with a type assertion, once per
+// connection).
+type VersionMetrics interface {
+	// VersionSettled: the connection speaks version v (1 or 2) from now
+	// on. The responder reports it when the first message decides it
+	// (at accept without ResponderConfig.V2: version one from the
+	// start); the requester when DialRequester returns, with fellBack
+	// true when it offered version two and continues in version one
+	// (the responder answered ERR_VERS, or nothing, VersionAuto).
+	VersionSettled(v uint32, fellBack bool)
+}
+
+// versionSettled reports v to met if it takes it.
+func versionSettled(met any, v uint32, fellBack bool) {
+	if m, ok := met.(VersionMetrics); ok {
+		m.VersionSettled(v, fellBack)
+	}
+}
+
 // ResponderMetrics receives the responder's events.
 type ResponderMetrics interface {
 	// CallReceived: a complete call handed to the Handler; inline is the

@@ -236,14 +236,15 @@ type RequesterConn struct {
 	drained  bool     // the loop has failed the calls in flight; no more
 
 	// Version two (requester_v2.go). vers is fixed before the loop runs.
-	vers    uint32
-	link    v2Link    // guarded by mu
-	ctls    []ctlSend // control-message slots (none in VersionV1)
-	nposted int       // receives posted, guarded by mu
-	maxSeg  int       // largest segment offered (0: any; version one)
-	cont    rqCont    // continued replies (requester_v2cont.go), loop goroutine
-	v2met   ResponderV2Metrics
-	work    WorkMetrics // cfg.Metrics as WorkMetrics, if it is one (metrics_work.go)
+	vers     uint32
+	fellBack bool      // offered version two, continues in one (FellBack)
+	link     v2Link    // guarded by mu
+	ctls     []ctlSend // control-message slots (none in VersionV1)
+	nposted  int       // receives posted, guarded by mu
+	maxSeg   int       // largest segment offered (0: any; version one)
+	cont     rqCont    // continued replies (requester_v2cont.go), loop goroutine
+	v2met    ResponderV2Metrics
+	work     WorkMetrics // cfg.Metrics as WorkMetrics, if it is one (metrics_work.go)
 
 	loopDone chan struct{}
 	closeMu  sync.Mutex
@@ -273,6 +274,7 @@ func DialRequester(ctx context.Context, dev verbs.Device, addr string, cfg Reque
 		return nil, err
 	}
 	c.met.ConnUp()
+	versionSettled(c.met, c.vers, c.fellBack)
 	go c.loop()
 	return c, nil
 }

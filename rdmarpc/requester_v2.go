@@ -147,6 +147,12 @@ type ctlSend struct {
 // Version is the RPC-over-RDMA version the connection speaks (1 or 2).
 func (c *RequesterConn) Version() uint32 { return c.vers }
 
+// FellBack reports whether the connection offered version two and
+// continues in version one (VersionAuto: the responder answered ERR_VERS,
+// or did not answer within ConnectTimeout). A dial that found version
+// one remembered (VersionMemory) offers nothing and did not fall back.
+func (c *RequesterConn) FellBack() bool { return c.fellBack }
+
 // v2Init prepares what version two needs when cfg may speak it: a
 // version-two header per receive and per call context, the control slot.
 func (c *RequesterConn) v2Init() error {
@@ -210,7 +216,7 @@ func (c *RequesterConn) negotiate(ctx context.Context, addr string) error {
 	if v == Version && mode == VersionV2 {
 		return fmt.Errorf("%w: %s answered ERR_VERS to version two", ErrVersionNegotiation, addr)
 	}
-	c.vers = v
+	c.vers, c.fellBack = v, v == Version
 	if mode == VersionAuto {
 		mem.Remember(addr, v)
 	}

@@ -3,6 +3,7 @@ package rdmarpc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -41,6 +42,19 @@ func TestEngineV2Matrix(t *testing.T) {
 				}
 				checkRead(t, r, xid, n, true)
 				r.Release()
+			}
+			// The version each engine settled on, reported once
+			// (VersionMetrics); fell_back when auto met a v1 responder.
+			fell := 0
+			if c.name == "auto-v1" {
+				fell = 1
+			}
+			key := fmt.Sprintf("version_%d", c.wantVers)
+			if p.rmet.get(key) != 1 || p.qmet.get(key) != 1 || p.qmet.get("fell_back") != fell || p.rmet.get("fell_back") != 0 {
+				t.Fatalf("version metrics: responder %v requester %v; want %s once each, fell_back %d", p.rmet.n, p.qmet.n, key, fell)
+			}
+			if p.req.FellBack() != (fell == 1) {
+				t.Fatalf("FellBack() = %v", p.req.FellBack())
 			}
 			for i, n := range []int{100, 9000, 1<<20 + 3} {
 				xid := uint32(200 + i)

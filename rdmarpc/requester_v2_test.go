@@ -740,8 +740,8 @@ func TestRequesterV2FallbackRemembered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Version() != 1 || mem.Lookup(addr) != 1 {
-		t.Fatalf("auto against version one: version %d, remembered %d", req.Version(), mem.Lookup(addr))
+	if req.Version() != 1 || mem.Lookup(addr) != 1 || !req.FellBack() {
+		t.Fatalf("auto against version one: version %d, remembered %d, fell back %v", req.Version(), mem.Lookup(addr), req.FellBack())
 	}
 	check(req, 2)
 	check(req, 3)
@@ -754,6 +754,9 @@ func TestRequesterV2FallbackRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(req, 4)
+	if req.FellBack() {
+		t.Fatal("a dial that found version one remembered reports a fallback")
+	}
 	req.Close()
 	if n := rmet.get("error_ERR_VERS"); n != 1 {
 		t.Fatalf("the reconnect negotiated again: %d ERR_VERS answers", n)

@@ -226,6 +226,9 @@ func AcceptResponder(req verbs.ConnRequest, dev verbs.Device, cfg ResponderConfi
 		return nil, err
 	}
 	c.met.ConnUp()
+	if !cfg.V2 {
+		versionSettled(c.met, Version, false) // version one from the start
+	}
 	return c, nil
 }
 

@@ -200,6 +200,7 @@ func (c *ResponderConn) routeV2(r *recvCtxt, data []byte) bool {
 	switch binary.BigEndian.Uint32(data[4:]) {
 	case Version:
 		c.v2.vers.Store(Version)
+		versionSettled(c.met, Version, false)
 	case V2Version:
 		if len(data) < V2PrefixSize {
 			// The draft: a message shorter than the prefix is discarded
@@ -209,6 +210,7 @@ func (c *ResponderConn) routeV2(r *recvCtxt, data []byte) bool {
 			return true
 		}
 		c.v2.vers.Store(V2Version)
+		versionSettled(c.met, V2Version, false)
 		c.log.Debug("rpc-over-rdma connection speaks version 2", "peer", c.RemoteAddr())
 		c.receivedV2(r, data)
 		return true

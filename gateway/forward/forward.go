@@ -221,8 +221,8 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		req.Reject(nil)
 		return
 	}
-	ops := new(gateway.ClientOps)                                                                                                                      // the session's, counted from the accept on
-	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, newSessionMetrics(f.met.ResponderMetrics(), ops)))) // + client events (gateway/logging.go)
+	ops := new(gateway.ClientOps)                                                                                                                                   // the session's, counted from the accept on
+	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, newSessionMetrics(f.met.ResponderMetrics(), ops, f.log, peer)))) // + client events (gateway/logging.go)
 	if err != nil {
 		conn.Close()
 		f.met.Rejected("accept_failed")

@@ -3,6 +3,8 @@ package forward
 import (
 	"errors"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
@@ -14,10 +16,20 @@ type sessionMetrics struct {
 	rdmarpc.ResponderMetrics
 	ops *gateway.ClientOps
 	gateway.EngineExtras
+	log  hclog.Logger
+	peer string
 }
 
-func newSessionMetrics(next rdmarpc.ResponderMetrics, ops *gateway.ClientOps) sessionMetrics {
-	return sessionMetrics{ResponderMetrics: next, ops: ops, EngineExtras: gateway.ExtrasOf(next)}
+func newSessionMetrics(next rdmarpc.ResponderMetrics, ops *gateway.ClientOps, log hclog.Logger, peer string) sessionMetrics {
+	return sessionMetrics{ResponderMetrics: next, ops: ops, EngineExtras: gateway.ExtrasOf(next), log: log, peer: peer}
+}
+
+// VersionSettled implements rdmarpc.VersionMetrics: the line that says
+// which RPC-over-RDMA version the client speaks (its first message
+// decides, after "client connected"), and the count by version.
+func (m sessionMetrics) VersionSettled(v uint32, fellBack bool) {
+	m.log.Info("client RPC-over-RDMA version", "peer", m.peer, "version", v)
+	m.EngineExtras.VersionSettled(v, fellBack)
 }
 
 // CallReceived implements rdmarpc.ResponderMetrics.

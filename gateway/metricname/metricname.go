@@ -47,6 +47,8 @@ const (
 	SRQEventsTotal                = "rdmagw_srq_events_total"
 	SRQPosted                     = "rdmagw_srq_posted"
 	RDMAErrorsSentTotal           = "rdmagw_rdma_errors_sent_total"
+	RDMAConnectionsByVersionTotal = "rdmagw_rdma_connections_by_version_total"
+	RDMAVersionFallbacksTotal     = "rdmagw_rdma_version_fallbacks_total"
 	RDMAMemoryWaitsTotal          = "rdmagw_rdma_memory_waits_total"
 	RDMAMessagesDroppedTotal      = "rdmagw_rdma_messages_dropped_total"
 	RDMAOperationsTotal           = "rdmagw_rdma_operations_total"
@@ -97,6 +99,8 @@ var All = []string{
 	SRQEventsTotal,
 	SRQPosted,
 	RDMAErrorsSentTotal,
+	RDMAConnectionsByVersionTotal,
+	RDMAVersionFallbacksTotal,
 	RDMAMemoryWaitsTotal,
 	RDMAMessagesDroppedTotal,
 	RDMAOperationsTotal,

@@ -139,6 +139,8 @@ func (l *rdmaLink) connect(ctx context.Context) error {
 
 // install makes conn the current connection and starts its pinger.
 func (l *rdmaLink) install(conn *rdmarpc.RequesterConn) {
+	l.r.log.Info("RDMA connection to the server up", "peer", l.peer, "backend", l.r.backend,
+		"version", conn.Version(), "fallback", conn.FellBack())
 	l.mu.Lock()
 	l.conn = conn
 	close(l.up)

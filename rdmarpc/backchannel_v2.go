@@ -67,15 +67,15 @@ func (c *ResponderConn) postBackwardV2(s *sendCtxt, xid uint32, msg [][]byte, n 
 }
 
 // backwardReplyV2 takes an RDMA2_REPLY_INLINE from the requester: the
-// reply to one of our backward calls. It reports false when it is not
-// one (the connection has no backward direction, the reply carries Write
-// chunks or its RPC XID is not rdma_xid): the caller answers
-// RDMA2_ERR_INVAL_HTYPE as before. Serve goroutine.
-func (c *ResponderConn) backwardReplyV2(r *recvCtxt, v *V2Header, payload []byte) bool {
+// reply to one of our backward calls. One that cannot be (the connection
+// has no backward direction, the reply carries Write chunks or its RPC
+// XID is not rdma_xid) is answered RDMA2_ERR_INVAL_HTYPE, as any reply
+// type from a requester. Serve goroutine.
+func (c *ResponderConn) backwardReplyV2(r *recvCtxt, v *V2Header, payload []byte) {
 	if !c.bcOn() || len(v.Writes) != 0 || len(payload) < 8 ||
 		binary.BigEndian.Uint32(payload) != v.XID || binary.BigEndian.Uint32(payload[4:]) != rpcReply {
-		return false
+		c.invalHType(r, v)
+		return
 	}
 	c.bcTakeReply(r, v.XID, c.cfg.Backchannel.MaxCalls, payload)
-	return true
 }

@@ -320,9 +320,7 @@ func (c *ResponderConn) receivedV2(r *recvCtxt, data []byte) {
 	case HTypeConnPropFinal:
 		c.answerProps(r)
 	case HTypeReplyInline:
-		if !c.backwardReplyV2(r, v, data[hlen:]) {
-			c.invalHType(r, v)
-		}
+		c.backwardReplyV2(r, v, data[hlen:]) // or INVAL_HTYPE
 	case HTypeError:
 		// Never answered (no error loops); a requester has no call of
 		// ours to fail.

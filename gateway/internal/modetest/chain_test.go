@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -117,34 +116,7 @@ func TestReverseChainV3Namespace(t *testing.T) {
 
 	// A 2,000-entry directory listed with a large maxcount: the replies
 	// need the Reply chunk.
-	dir, err := c.Mkdir(ctx, root, "big", 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 2000
-	for i := range n {
-		if _, err := c.Create(ctx, dir, fmt.Sprintf("file-%05d", i), nfsproto.CreateGuarded, nfsproto.Sattr3{SetMode: true, Mode: 0o644}); err != nil {
-			t.Fatalf("CREATE %d: %v", i, err)
-		}
-	}
-	ents, err := c.ReadDirPlus(ctx, dir, 64<<10)
-	if err != nil {
-		t.Fatalf("READDIRPLUS: %v", err)
-	}
-	var names []string
-	for _, e := range ents {
-		if e.Name != "." && e.Name != ".." {
-			names = append(names, e.Name)
-		}
-	}
-	sort.Strings(names)
-	if len(names) != n || names[0] != "file-00000" || names[n-1] != fmt.Sprintf("file-%05d", n-1) {
-		t.Fatalf("READDIRPLUS listed %d entries", len(names))
-	}
-	disk, err := os.ReadDir(filepath.Join(ch.g.Dir, "big"))
-	if err != nil || len(disk) != n {
-		t.Fatalf("server's disk has %d entries (%v)", len(disk), err)
-	}
+	readDirPlus2000(t, ctx, c, root, ch.g.Dir)
 	rs, _ := gwstats.Take(ch.rev.Metrics().Registry)
 	if rs.Bytes("reply_chunk", "in") == 0 {
 		t.Errorf("no reply came through the Reply chunk: %+v", rs.Paths)

@@ -24,6 +24,15 @@ func TestConformanceNoCRC(t *testing.T) {
 	verbstest.Run(t, verbstest.Factory{Provider: New(Config{DisableCRC: true}), Quirks: quirks})
 }
 
+// TestConformanceInline runs the suite with Config.InlineTransmit, whose
+// transmit path (txinline.go) is off by default.
+func TestConformanceInline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: one configuration is enough")
+	}
+	verbstest.Run(t, verbstest.Factory{Provider: New(Config{InlineTransmit: true}), Quirks: quirks})
+}
+
 func BenchmarkRDMA(b *testing.B) {
 	verbstest.Bench(b, verbstest.Factory{Provider: New(Config{})})
 }

@@ -14,16 +14,52 @@ func waitParked(t *testing.T, c *conn) { untilTx(t, c.txIdle.Load) }
 // (the fence and user Reads' responses), never by a tx goroutine woken
 // for it. Data checked byte for byte.
 func TestInlineNoWakeups(t *testing.T) {
-	cli, srv := pair(t, Config{}, "")
+	cli, srv := pair(t, Config{InlineTransmit: true}, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
-	const n, size = 50, 4 << 10
-	remote := srv.mem(t, size, allAccess)
-	local := cli.mem(t, 2*size, allAccess)
-	rbuf := srv.mem(t, size, allAccess)
+	const n = 50
 	waitParked(t, cc)
 	waitParked(t, sc)
 	goCli, goSrv := cc.tx.goRounds.Load(), sc.tx.goRounds.Load()
 	inCli, inSrv := cc.tx.inlineRounds.Load(), sc.tx.inlineRounds.Load()
+	oneAtATime(t, cli, srv, n)
+	if d := cc.tx.goRounds.Load() - goCli; d != 0 {
+		t.Errorf("the client's tx goroutine wrote %d rounds for %d messages posted one at a time, want 0", d, 3*n)
+	}
+	if d := sc.tx.goRounds.Load() - goSrv; d != 0 {
+		t.Errorf("the server's tx goroutine wrote %d rounds answering %d Reads, want 0", d, 3*n)
+	}
+	if d := cc.tx.inlineRounds.Load() - inCli; d < 3*n {
+		t.Errorf("%d inline rounds on the client for %d messages", d, 3*n)
+	}
+	if d := sc.tx.inlineRounds.Load() - inSrv; d < 3*n {
+		t.Errorf("%d inline rounds on the server for %d Reads", d, 3*n)
+	}
+}
+
+// Without Config.InlineTransmit every round is the tx goroutine's: the
+// callers only queue work and wake it.
+func TestInlineOffByDefault(t *testing.T) {
+	cli, srv := pair(t, Config{}, "")
+	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
+	const n = 20
+	goCli := cc.tx.goRounds.Load()
+	oneAtATime(t, cli, srv, n)
+	if d := cc.tx.inlineRounds.Load() + sc.tx.inlineRounds.Load(); d != 0 {
+		t.Errorf("%d inline rounds without InlineTransmit, want 0", d)
+	}
+	if d := cc.tx.goRounds.Load() - goCli; d < 3*n {
+		t.Errorf("the client's tx goroutine wrote %d rounds for %d messages posted one at a time, want each", d, 3*n)
+	}
+}
+
+// oneAtATime posts n rounds of a 4 KiB Write, Read and Send from cli to
+// srv, each waited for, and checks the data byte for byte.
+func oneAtATime(t *testing.T, cli, srv *side, n int) {
+	t.Helper()
+	const size = 4 << 10
+	remote := srv.mem(t, size, allAccess)
+	local := cli.mem(t, 2*size, allAccess)
+	rbuf := srv.mem(t, size, allAccess)
 	for i := range n {
 		fill(local.Bytes()[:size], byte(i))
 		w := verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
@@ -54,18 +90,6 @@ func TestInlineNoWakeups(t *testing.T) {
 		expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusSuccess)
 		sameBytes(t, rbuf.Bytes(), local.Bytes()[:size])
 	}
-	if d := cc.tx.goRounds.Load() - goCli; d != 0 {
-		t.Errorf("the client's tx goroutine wrote %d rounds for %d messages posted one at a time, want 0", d, 3*n)
-	}
-	if d := sc.tx.goRounds.Load() - goSrv; d != 0 {
-		t.Errorf("the server's tx goroutine wrote %d rounds answering %d Reads, want 0", d, 3*n)
-	}
-	if d := cc.tx.inlineRounds.Load() - inCli; d < 3*n {
-		t.Errorf("%d inline rounds on the client for %d messages", d, 3*n)
-	}
-	if d := sc.tx.inlineRounds.Load() - inSrv; d < 3*n {
-		t.Errorf("%d inline rounds on the server for %d Reads", d, 3*n)
-	}
 }
 
 // An inline write the socket takes only part of is finished by the tx
@@ -75,7 +99,7 @@ func TestInlineNoWakeups(t *testing.T) {
 // socket buffers; PostSend returns, the goroutine writes the rest once
 // the server reads again, the data arrives whole.
 func TestInlinePartialWrite(t *testing.T) {
-	cli, srv := pair(t, Config{}, "")
+	cli, srv := pair(t, Config{InlineTransmit: true}, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 	if err := cc.tc.SetWriteBuffer(64 << 10); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@
 // terminate.go (Terminate messages and error codes), mr.go (PDs, MRs,
 // STags), cq.go (completion queues), srq.go (receive queues), cm.go
 // (connection setup), qp.go (the queue pair), tx.go and rx.go (the two
-// goroutines of a connection), txinline.go (transmitting on the caller's
-// goroutine when the tx goroutine is idle).
+// goroutines of a connection), txinline.go (with Config.InlineTransmit,
+// transmitting on the caller's goroutine when the tx goroutine is idle).
 //
 // Semantics a user of verbs should know:
 //
@@ -36,12 +36,14 @@
 //     *TerminateError.
 //   - A full CQ makes the connection wait for room (back-pressure) instead
 //     of dropping completions.
-//   - PostSend never waits for the peer, but when the connection's
-//     transmit side is idle it writes the work itself (non-blocking
-//     writev: what the socket takes at once, the rest is left to the
-//     transmit goroutine), and the receive side answers RDMA Read Requests
-//     the same way: a request/response exchange costs no goroutine
-//     wake-up on either side.
+//   - PostSend never waits for the peer: the connection's transmit
+//     goroutine writes the work, gathering everything posted meanwhile
+//     into one writev. With Config.InlineTransmit, when that goroutine is
+//     idle PostSend writes the work itself (non-blocking writev: what the
+//     socket takes at once, the rest is left to the transmit goroutine),
+//     and the receive side answers RDMA Read Requests the same way: a
+//     request/response exchange then costs no goroutine wake-up on either
+//     side.
 //   - InitiatorDepth/ResponderResources of 0 mean the default of 16.
 package iwarp
 
@@ -75,6 +77,19 @@ type Config struct {
 	// written to TCP instead of when their placement is confirmed (see
 	// the package documentation).
 	CompleteOnTransmit bool
+	// InlineTransmit lets PostSend (on a connection with nothing awaiting
+	// an answer) and the receive side (after it answered RDMA Read
+	// Requests or took a fence's answer) write the queued work on their
+	// own goroutine when the transmit goroutine is idle, instead of
+	// waking it (txinline.go). That saves a goroutine wake-up per
+	// message, but the caller then spends its time in writev: the receive
+	// side stops reading and completing while it writes, and work posted
+	// in the meantime is not gathered into the goroutine's next writev.
+	// With a few RPCs in flight (rdmagw bench -embedded: client, gateway
+	// and server in one process) that cost more CPU per operation than
+	// the wake-ups it saved. Off by default; the one-at-a-time latency
+	// case is where it can help.
+	InlineTransmit bool
 }
 
 const (

@@ -83,6 +83,7 @@ type conn struct {
 	maxULPDU   int
 	fence      bool // Send/Write completion waits for placement proof
 	completeTx bool
+	inlineTx   bool // Config.InlineTransmit (txinline.go)
 
 	mu    sync.Mutex
 	state int
@@ -155,6 +156,7 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, 
 	c.wcTmp = make([]verbs.WC, 0, o.MaxSendWR+1)
 	c.txMSN = [3]uint32{1, 1, 1}
 	c.completeTx = d.cfg.CompleteOnTransmit
+	c.inlineTx = d.cfg.InlineTransmit
 	c.fence = !c.completeTx && neg.ord > 0
 	c.maxULPDU = c.pickULPDU()
 	tc.SetNoDelay(true)

@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Transmitting inline (run to completion). Whoever queues work for tx
-// (PostSend; rx queueing a Read Response or freeing an ORQ slot) calls
-// startTx. If the tx goroutine is parked and nobody else is transmitting,
+// Transmitting inline (run to completion), with Config.InlineTransmit.
+// Whoever queues work for tx (PostSend; rx queueing a Read Response or
+// freeing an ORQ slot) calls startTx; without the option it kicks the tx
+// goroutine. If the tx goroutine is parked and nobody else is transmitting,
 // the caller takes the transmit side itself, gathers and writes the
 // rounds with non-blocking writes, and lets go: no wake-up, no goroutine
 // hand-off, the bytes leave on the caller's own time slice. What the
@@ -44,7 +45,8 @@ const (
 	pendingFlush              // built and partly written: write the rest
 )
 
-// startTx gets the work the caller just queued transmitted. Caller holds
+// startTx gets the work the caller just queued transmitted: by the tx
+// goroutine, or inline (only with Config.InlineTransmit). Caller holds
 // c.mu; startTx releases it. post says the caller is PostSend: it writes
 // inline only on a quiescent connection (no Read or fence awaiting its
 // answer): one message at a time, the latency case, costs no wake-up,
@@ -57,7 +59,7 @@ func (c *conn) startTx(post bool) {
 		c.mu.Unlock() // the holder looks for work before it lets go
 		return
 	}
-	if c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone ||
+	if !c.inlineTx || c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone ||
 		(post && c.orqHead != c.orqTail) {
 		c.mu.Unlock()
 		c.kick()

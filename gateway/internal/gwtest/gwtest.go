@@ -2,8 +2,10 @@
 // share (gateway, gateway/forward, gateway/reverse,
 // gateway/internal/modetest): reading a metric back, waiting for a
 // condition, a test's log and the JSON log records a test asserts on,
-// and building raw ONC RPC messages. It imports no gateway mode, so the
-// modes' own (internal) tests can use it.
+// building raw ONC RPC messages, and starting a gateway of either mode
+// for a test (start.go: Start, filled in by forwardtest and reversetest).
+// It imports no gateway mode, so the modes' own (internal) tests can use
+// it.
 package gwtest
 
 import (

@@ -44,6 +44,9 @@ type Options struct {
 	// is then granted is up to the FSAL: in ganesha 4.3 VFS answers every
 	// request with "Delegation type not supported".
 	Delegations bool
+	// NFSACL serves the NFSACL program (100227, GETACL/SETACL of POSIX
+	// ACLs; Enable_NFSACL) on the NFS port.
+	NFSACL bool
 }
 
 // Server is a running nfs-ganesha.
@@ -75,6 +78,7 @@ const conf = `NFS_CORE_PARAM {
     Enable_NLM = %t;
     Enable_RQUOTA = false;
     Enable_UDP = %t;
+    Enable_NFSACL = %t;
     Mount_Path_Pseudo = true;
 }
 NFSV4 {
@@ -194,7 +198,7 @@ func writeConf(t testing.TB, o Options, dir, export, recov string, ports []int) 
 	if o.Delegations {
 		delegs, logComps = "readwrite", " COMPONENTS { STATE = FULL_DEBUG; NFS_CB = FULL_DEBUG; }"
 	}
-	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, recov, o.Delegations, export, transports, delegs, logComps)
+	text := fmt.Sprintf(conf, ports[0], ports[1], ports[2], ports[3], o.NLM, o.UDP, o.NFSACL, recov, o.Delegations, export, transports, delegs, logComps)
 	cf := filepath.Join(dir, "ganesha.conf")
 	if err := os.WriteFile(cf, []byte(text), 0o644); err != nil {
 		t.Fatal(err)

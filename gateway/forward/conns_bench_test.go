@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +28,9 @@ import (
 // 12 item 4). Each of N connections (pure-Go iWARP on loopback, one
 // client device and pool for all) keeps 2 GETATTRs in flight against the
 // in-memory NFSv3 server for 3 s; the gateway grants the default 128
-// credits per connection. Reported: aggregate ops/s, the process's RSS
+// credits per connection. Reported: aggregate ops/s, the process's CPU
+// time per op over the load (client, gateway and server: on a shared
+// machine the steadier figure), the process's RSS
 // at the end of the load and its growth over the baseline before the
 // gateway started (gateway and clients share the process), the
 // gateway's registered bytes (data pool + receive pool), the clients'
@@ -38,7 +41,8 @@ import (
 //	go test ./gateway/forward -run '^$' -bench 'ForwardConns/conns=1000/srq=4096$' -benchtime 1x
 //
 // RDMAGW_BENCH_HEAPPROFILE=file also writes a heap profile while the
-// connections are up.
+// connections are up, RDMAGW_BENCH_CPUPROFILE=file a CPU profile of the
+// load.
 func BenchmarkForwardConns(b *testing.B) {
 	for _, n := range []int{16, 1000} {
 		for _, srq := range []int{0, 4096} {
@@ -92,7 +96,15 @@ func benchConns(b *testing.B, conns, srq int) {
 	var failed atomic.Value
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
 	defer stop()
+	if path := os.Getenv("RDMAGW_BENCH_CPUPROFILE"); path != "" { // the load only, not the connection setup
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	var wg sync.WaitGroup
+	cpu0 := cpuTime()
 	start := time.Now()
 	for _, q := range rqs {
 		for range 2 {
@@ -107,6 +119,7 @@ func benchConns(b *testing.B, conns, srq int) {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := cpuTime() - cpu0
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
@@ -122,6 +135,7 @@ func benchConns(b *testing.B, conns, srq int) {
 	}
 	m := gw.Metrics()
 	b.ReportMetric(float64(ops.Load())/el.Seconds(), "ops/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(max(ops.Load(), 1)), "cpu_us/op")
 	b.ReportMetric(float64(rss)/(1<<20), "rss_MiB")
 	b.ReportMetric(float64(rss-rss0)/(1<<20), "rss_growth_MiB")
 	b.ReportMetric((gwtest.Metric(b, m, "rdmagw_pool_bytes_registered")+gwtest.Metric(b, m, "rdmagw_recv_pool_bytes_registered"))/(1<<20), "gw_reg_MiB")
@@ -172,4 +186,13 @@ func rssBytes(b testing.TB) int64 {
 		}
 	}
 	return 0
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -37,6 +37,11 @@ type srqFixture struct {
 }
 
 func newSRQFixture(t *testing.T, depth, low, credits int) *srqFixture {
+	return newSRQFixtureV(t, depth, low, credits, false)
+}
+
+// newSRQFixtureV is newSRQFixture with version two served too (v2).
+func newSRQFixtureV(t *testing.T, depth, low, credits int, v2 bool) *srqFixture {
 	t.Helper()
 	prov := iwarp.New(iwarp.Config{})
 	f := &srqFixture{t: t, srv: newEngineSide(t, prov), cli: newEngineSide(t, prov), smet: &srqMetrics{},
@@ -59,7 +64,7 @@ func newSRQFixture(t *testing.T, depth, low, credits int) *srqFixture {
 				return
 			}
 			rc, err := AcceptResponder(req, f.srv.dev, ResponderConfig{Pool: f.srv.pool, SharedRecv: f.shared,
-				Credits: credits, Metrics: f.rmet})
+				Credits: credits, Metrics: f.rmet, V2: v2})
 			if err != nil {
 				f.h.fail("accept: %v", err)
 				continue
@@ -91,12 +96,15 @@ func newSRQFixture(t *testing.T, depth, low, credits int) *srqFixture {
 	return f
 }
 
-func (f *srqFixture) dial(n, credits int) {
+func (f *srqFixture) dial(n, credits int) { f.dialV(n, credits, VersionV1) }
+
+// dialV dials n requesters speaking version mode v.
+func (f *srqFixture) dialV(n, credits int, v VersionMode) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for range n {
-		q, err := DialRequester(ctx, f.cli.dev, f.addr, RequesterConfig{Pool: f.cli.pool, Credits: credits})
+		q, err := DialRequester(ctx, f.cli.dev, f.addr, RequesterConfig{Pool: f.cli.pool, Credits: credits, Version: v})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -357,4 +365,34 @@ func TestSharedRecvMismatch(t *testing.T) {
 	if s.Posted() != 4 {
 		t.Errorf("posted %d after refused connections, want 4", s.Posted())
 	}
+}
+
+// TestSharedRecvVersionTwo: version-one and version-two connections share
+// one SRQ; every kind of call is answered byte for byte on both, and all
+// receives are posted again afterwards.
+func TestSharedRecvVersionTwo(t *testing.T) {
+	const depth = 64
+	f := newSRQFixtureV(t, depth, 4, 8, true)
+	f.dialV(4, 8, VersionV1)
+	f.dialV(4, 8, VersionV2)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(f.reqs))
+	for i := range f.reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f.drive(i, 9)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if v := f.reqs[len(f.reqs)-1].Version(); v != 2 {
+		t.Errorf("version-two requester speaks version %d", v)
+	}
+	waitFor(t, 5*time.Second, "every shared receive posted again", func() bool { return f.shared.Posted() == depth })
 }

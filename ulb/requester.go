@@ -33,7 +33,25 @@ type Requester struct {
 	// chunk rooms (rdmarpc: ReplyPlan.ReplyHeaderMax). RFC 8166 §3.3.2:
 	// the transport header counts against the inline threshold. Nil: 0.
 	HeaderMax func(writeChunks []int) int
+	// Continuation says the transport carries a reply longer than
+	// InlineRecv in several Sends (message continuation: RPC-over-RDMA
+	// version two). The NFS binding for version two
+	// (draft-ietf-nfsv4-nfs-ulb-v2 "Reply Size Estimation") has the
+	// requester rely on it instead of provisioning a Reply chunk: one is
+	// offered only for a reply the binding bounds above
+	// ContinuedReplyFrags receive buffers, sized to the estimate without
+	// slack; none for a reply it cannot bound (the responder continues
+	// it, or answers REPLY_RESOURCE with the room it needs:
+	// ReplyResourceRoom).
+	Continuation bool
 }
+
+// ContinuedReplyFrags bounds the Sends of a reply a version-two
+// requester leaves to continuation (16: 64 KiB at 4 KiB receives); a
+// longer bounded reply gets a Reply chunk, one RDMA Write instead of many
+// Sends, and stays within what responders continue (rdmagw's continues up
+// to a quarter of its send queue, at least 21 Sends at any credit count).
+const ContinuedReplyFrags = 16
 
 // CallInfo is what the policy needs to know of one call.
 type CallInfo struct {
@@ -105,6 +123,10 @@ func (p *Requester) Plan(call *CallInfo, rooms []int) ReplyOffer {
 		rooms = append(rooms, min(o.Est.ItemMax[k], p.MaxChunk))
 	}
 	o.WriteChunks = rooms
+	if p.Continuation {
+		o.ReplyChunk = o.Est.continuedReplyChunk(call.Verifier, ContinuedReplyFrags*p.InlineRecv, p.MaxChunk)
+		return o
+	}
 	inlineRoom := p.InlineRecv
 	if p.HeaderMax != nil {
 		inlineRoom -= p.HeaderMax(rooms)
@@ -143,6 +165,28 @@ func (p *Requester) GrowReplyChunk(room int) (next int, ok bool) {
 		return room, false
 	}
 	return min(max(2*room, 2*p.InlineRecv), p.MaxChunk), true
+}
+
+// ReplyResourceRoom is the Reply chunk room to offer when retrying a
+// call whose responder answered RDMA2_ERR_REPLY_RESOURCE needing need
+// bytes (version two) with room offered: need, if more than room and at
+// most MaxChunk (ok false otherwise: no retry can do better).
+func (p *Requester) ReplyResourceRoom(room, need int) (next int, ok bool) {
+	if need <= room || need > p.MaxChunk {
+		return room, false
+	}
+	return need, true
+}
+
+// continuedReplyChunk is the Reply chunk room under message continuation
+// (Requester.Continuation): none for a reply within continued bytes or
+// one the binding cannot bound, else the estimate, at most maxRoom.
+func (e *Estimate) continuedReplyChunk(verifier, continued, maxRoom int) int {
+	need := e.Inline + verifier
+	if e.Unpredictable || need <= continued {
+		return 0
+	}
+	return min(need, maxRoom)
 }
 
 // MaxVerifierBody is the largest verifier body an RPC reply may carry

@@ -197,3 +197,82 @@ func TestSpliceReply(t *testing.T) {
 func nfs3ReadReplyReduced(n int) []byte {
 	return newXmsg().u32(0).then(postOpAttr(false)).u32(uint32(n)).boolean(true).u32(uint32(n)).bytes()
 }
+
+// With message continuation (RPC-over-RDMA version two) the Reply chunk
+// is the exception (draft-ietf-nfsv4-nfs-ulb-v2, Reply Size Estimation):
+// none for a reply within ContinuedReplyFrags receives or one the binding
+// cannot bound, the estimate without slack above that; Write chunks as
+// in version one.
+func TestRequesterPlanContinuation(t *testing.T) {
+	p := Requester{InlineRecv: 4096, MaxChunk: 1 << 20, HeaderMax: v1HeaderMax, Continuation: true}
+	v1 := p
+	v1.Continuation = false
+	readdirplus := func(maxcount uint32) CallInfo {
+		return CallInfo{Prog: ProgNFS, Vers: 3, Proc: nfs3Readdirplus,
+			Args: newXmsg().opaque(nfs3Fh28).u64(0).u64(0).u32(1024).u32(maxcount).bytes()}
+	}
+	big := readdirplus(512 << 10)
+	bigEst, err := EstimateReply(big.Prog, big.Vers, big.Proc, big.Args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	getacl := v23ReplyHeader + 4 + nfs3PostOpAttr + 4 + 2*nfsaclACL
+	if getacl > ContinuedReplyFrags*4096 {
+		getacl = min(getacl, 1<<20)
+	} else {
+		getacl = 0
+	}
+	readlinkV4 := nfs4Compound("", 1, sequenceArgs4, putfhArgs4, argOp(opReadlink, nil)).bytes()
+	for _, c := range []struct {
+		name      string
+		call      CallInfo
+		write     []int
+		reply     int
+		retryable bool
+	}{
+		{name: "v3 READ 8k", call: CallInfo{Prog: ProgNFS, Vers: 3, Proc: nfs3ProcRead, Args: nfs3ReadCall(8192)}, write: []int{8192}},
+		{name: "v3 READDIRPLUS 32k: continued", call: readdirplus(32 << 10)},
+		{name: "v3 READDIRPLUS 512k: Reply chunk of the estimate", call: big, reply: bigEst.Inline},
+		{name: "v4 READLINK: continued", call: CallInfo{Prog: ProgNFS, Vers: 4, Proc: nfs4ProcCompound, Args: readlinkV4}},
+		{name: "v4 GETATTR acl: continued", retryable: true,
+			call: CallInfo{Prog: ProgNFS, Vers: 4, Proc: nfs4ProcCompound, Args: nfs4Compound("", 1, sequenceArgs4, putfhArgs4, argOp(opGetattr, words4(1, 1<<12))).bytes()}},
+		{name: "NFSACL GETACL", retryable: true, reply: getacl,
+			call: CallInfo{Prog: ProgNFSACL, Vers: 3, Proc: aclGetacl, Args: newXmsg().opaque(nfs3Fh28).u32(15).bytes()}},
+		{name: "wrapped: as in version one", reply: 1 << 20,
+			call: CallInfo{Prog: ProgNFS, Vers: 3, Proc: nfs3ProcRead, Args: nfs3ReadCall(8192), Wrapped: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := p.Plan(&c.call, nil)
+			if !slices.Equal(o.WriteChunks, c.write) && len(o.WriteChunks)+len(c.write) > 0 {
+				t.Errorf("Write chunks %v, want %v", o.WriteChunks, c.write)
+			}
+			if o.ReplyChunk != c.reply || o.Retryable != c.retryable {
+				t.Errorf("Reply chunk %d retryable %v, want %d %v (version one offers %d)", o.ReplyChunk, o.Retryable,
+					c.reply, c.retryable, v1.Plan(&c.call, nil).ReplyChunk)
+			}
+		})
+	}
+	// Version one over-provisions the medium replies continuation takes.
+	if o := v1.Plan(&CallInfo{Prog: ProgNFS, Vers: 3, Proc: nfs3Readdirplus, Args: readdirplus(32 << 10).Args}, nil); o.ReplyChunk == 0 {
+		t.Error("version one offers no Reply chunk for a 32 KiB READDIRPLUS")
+	}
+}
+
+// ReplyResourceRoom offers what RDMA2_ERR_REPLY_RESOURCE said was needed,
+// once, within MaxChunk.
+func TestRequesterReplyResourceRoom(t *testing.T) {
+	p := Requester{InlineRecv: 4096, MaxChunk: 64 << 10}
+	for _, c := range []struct {
+		room, need, want int
+		ok               bool
+	}{
+		{0, 10000, 10000, true},
+		{8192, 20000, 20000, true},
+		{20000, 20000, 20000, false},
+		{0, 64<<10 + 1, 0, false},
+	} {
+		if got, ok := p.ReplyResourceRoom(c.room, c.need); got != c.want || ok != c.ok {
+			t.Errorf("room %d need %d: %d %v, want %d %v", c.room, c.need, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -163,7 +163,7 @@ func (s *revSlot) planReply() {
 	}
 	call := ulb.CallInfo{Prog: s.prog, Vers: s.vers, Proc: s.proc, Args: s.scratch[s.hdrLen:],
 		Verifier: s.verifier, Wrapped: !s.ddp}
-	pol := s.c.r.replyPolicy()
+	pol := s.c.r.replyPolicy(s.c.link.rdmaVers.Load())
 	s.offer = pol.Plan(&call, s.rooms[:0])
 	for i, it := range items {
 		binary.BigEndian.PutUint32(s.scratch[it.At-4:], saved[i])
@@ -172,10 +172,17 @@ func (s *revSlot) planReply() {
 }
 
 // replyPolicy is the requester policy for the calls to the server, from
-// the configuration and the pool.
-func (r *Gateway) replyPolicy() ulb.Requester {
+// the configuration and the pool, on a connection of RPC-over-RDMA
+// version vers: version two continues replies longer than our receive
+// buffer, so the policy offers a Reply chunk only for long ones
+// (ulb.Requester.Continuation). A call planned for one version and sent
+// on a connection of the other (the server changed version across a
+// reconnection) is answered as its reply allows: a version-one server
+// refuses a reply without room with ERR_CHUNK.
+func (r *Gateway) replyPolicy(vers uint32) ulb.Requester {
 	return ulb.Requester{InlineRecv: int(r.cfg.RDMA.InlineRecv), MaxChunk: r.rdma.Pool.MaxSize(),
-		MaxWriteChunks: r.cfg.Reverse.MaxWriteChunks, HeaderMax: replyHeaderMax}
+		MaxWriteChunks: r.cfg.Reverse.MaxWriteChunks, HeaderMax: replyHeaderMax,
+		Continuation: vers == rdmarpc.V2Version}
 }
 
 // replyHeaderMax is ulb.Requester.HeaderMax for rdmarpc's requester.

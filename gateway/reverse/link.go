@@ -69,6 +69,7 @@ type rdmaLink struct {
 
 	lastReply atomic.Int64  // unix nanos of the last reply: pings only on idle links
 	vers      atomic.Uint32 // NFS version of the client's latest call, for the ping
+	rdmaVers  atomic.Uint32 // RPC-over-RDMA version of the latest connection (0: none yet)
 	xids      atomic.Uint32 // the gateway's own XIDs (pings, retries)
 }
 
@@ -141,6 +142,7 @@ func (l *rdmaLink) connect(ctx context.Context) error {
 func (l *rdmaLink) install(conn *rdmarpc.RequesterConn) {
 	l.r.log.Info("RDMA connection to the server up", "peer", l.peer, "backend", l.r.backend,
 		"version", conn.Version(), "fallback", conn.FellBack())
+	l.rdmaVers.Store(conn.Version())
 	l.mu.Lock()
 	l.conn = conn
 	close(l.up)

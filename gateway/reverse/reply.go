@@ -53,7 +53,7 @@ func (s *revSlot) serve() {
 // the error again).
 func (s *revSlot) callWithRetry() error {
 	c := s.c
-	pol := c.r.replyPolicy()
+	pol := c.r.replyPolicy(c.link.rdmaVers.Load())
 	for retry := 0; ; retry++ {
 		err := c.link.call(c.ctx, &s.msg, &s.plan, &s.res)
 		if err == nil {
@@ -67,7 +67,7 @@ func (s *revSlot) callWithRetry() error {
 			}
 			return nil
 		}
-		room, grow := pol.GrowReplyChunk(s.plan.ReplyChunk)
+		room, grow := retryRoom(&pol, s.plan.ReplyChunk, err)
 		if !errors.Is(err, rdmarpc.ErrRemoteChunk) || !s.offer.Retryable ||
 			retry >= c.r.cfg.Reverse.ReplyChunkRetries || !grow {
 			if retry > 0 {
@@ -83,6 +83,17 @@ func (s *revSlot) callWithRetry() error {
 		c.log.Debug("server answered ERR_CHUNK; retrying with a larger Reply chunk", "peer", c.peer,
 			"xid", s.xid, "retry_xid", xid, "reply_chunk", s.plan.ReplyChunk)
 	}
+}
+
+// retryRoom is the Reply chunk room for the retry of a call offering
+// room that failed with err: what RDMA2_ERR_REPLY_RESOURCE said it needs
+// (version two), else twice as much (ulb.Requester.GrowReplyChunk).
+func retryRoom(pol *ulb.Requester, room int, err error) (int, bool) {
+	var re *rdmarpc.RemoteError
+	if errors.As(err, &re) && re.V2 != nil && re.V2.Code == rdmarpc.V2ErrReplyResource {
+		return pol.ReplyResourceRoom(room, int(re.V2.LengthNeeded))
+	}
+	return pol.GrowReplyChunk(room)
 }
 
 // replyVec lays the reply out for one vectored write: the RPC header and

@@ -116,7 +116,7 @@ func TestReverseChainV3Namespace(t *testing.T) {
 
 	// A 2,000-entry directory listed with a large maxcount: the replies
 	// need the Reply chunk.
-	readDirPlus2000(t, ctx, c, root, ch.g.Dir)
+	readDirPlus2000(t, ctx, c, root, ch.g.Dir, 64<<10)
 	rs, _ := gwstats.Take(ch.rev.Metrics().Registry)
 	if rs.Bytes("reply_chunk", "in") == 0 {
 		t.Errorf("no reply came through the Reply chunk: %+v", rs.Paths)

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/gateway/internal/gwtest"
 	"github.com/rdmagw/rdmagw/gateway/metricname"
+	"github.com/rdmagw/rdmagw/internal/gwstats"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
@@ -65,7 +66,9 @@ func TestChainVersions(t *testing.T) {
 				t.Run(name, func(t *testing.T) { nfstest.V3RoundTrip(t, ctx, c, dir, name, size, nfsproto.Unstable, disk) })
 			}
 			t.Run("v3-namespace", func(t *testing.T) { nfstest.V3Namespace(t, ctx, c, dir) })
-			t.Run("v3-readdirplus-2000", func(t *testing.T) { readDirPlus2000(t, ctx, c, dir, disk) })
+			// 32 KiB READDIRPLUS replies: version one needs the Reply
+			// chunk for them, version two continues them.
+			t.Run("v3-readdirplus-2000", func(t *testing.T) { readDirPlus2000(t, ctx, c, dir, disk, 32<<10) })
 			t.Run("v41", func(t *testing.T) { chainV41Files(t, ctx, ch, g.Export+"/"+p.name, disk) })
 
 			// Two TCP clients, two RDMA connections, each in the
@@ -91,13 +94,21 @@ func TestChainVersions(t *testing.T) {
 			if got := gwtest.Metric(t, fwd.Metrics(), metricname.RDMAErrorsSentTotal, "code", rdmarpc.ErrCodeVers.String()); got != vers {
 				t.Errorf("forward: %v ERR_VERS answers, want %v", got, vers)
 			}
+			// Medium replies: through the Reply chunk in version one,
+			// by continuation in version two (NFS ULB v2: no Reply
+			// chunk provisioned for them).
+			rs, _ := gwstats.Take(rev.Metrics().Registry)
+			cont := gwtest.Metric(t, fwd.Metrics(), metricname.RDMAWorkRequestsTotal, "path", "continuation")
+			if v2 := p.want == rdmarpc.V2Version; v2 != (rs.Bytes("reply_chunk", "in") == 0) || v2 != (cont > 0) {
+				t.Errorf("version %d: %v bytes came through the Reply chunk, %v continuation Sends", p.want, rs.Bytes("reply_chunk", "in"), cont)
+			}
 		})
 	}
 }
 
-// readDirPlus2000 lists a directory of 2,000 entries with a 64 KiB
-// maxcount and checks the names against the server's disk.
-func readDirPlus2000(t *testing.T, ctx context.Context, c *nfsclient.V3, parent []byte, disk string) {
+// readDirPlus2000 lists a directory of 2,000 entries with maxcount and
+// checks the names against the server's disk.
+func readDirPlus2000(t *testing.T, ctx context.Context, c *nfsclient.V3, parent []byte, disk string, maxcount uint32) {
 	dir, err := c.Mkdir(ctx, parent, "big", 0o755)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +119,7 @@ func readDirPlus2000(t *testing.T, ctx context.Context, c *nfsclient.V3, parent 
 			t.Fatalf("CREATE %d: %v", i, err)
 		}
 	}
-	ents, err := c.ReadDirPlus(ctx, dir, 64<<10)
+	ents, err := c.ReadDirPlus(ctx, dir, maxcount)
 	if err != nil {
 		t.Fatalf("READDIRPLUS: %v", err)
 	}

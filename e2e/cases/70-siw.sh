@@ -30,7 +30,9 @@
 #             whole frames); tshark's iwarp_mpa/iwarp_ddp_rdmap dissectors
 #             must decode FPDUs from both sides (siw and the gateway), the
 #             MPA Request and Reply, and find no bad CRC and no malformed
-#             frame.
+#             frame. Then with tshark's RPC-over-RDMA dissector on: every
+#             Send both ways decodes as an RPC-over-RDMA version 1 header
+#             (the gateway accepts version 2; the Linux client stays v1).
 #   terminate siw received no Terminate from the gateway during the NFS
 #             parts (dmesg "got TERMINATE"; the interop suite provokes some
 #             on purpose, counted before).
@@ -149,7 +151,36 @@ elif { tstep setup_statd setup_statd || lab_fail "setup_statd"; } && check siw_f
                     { echo "  no MPA Request/Reply decoded"; return 1; }
                 [ "$(echo "$fp" | awk 'NF==2' | wc -l)" = 2 ] && [ "$good" -gt 0 ] && [ "$badcrc" = 0 ] && [ "$bad" = 0 ]
             }
-            if command -v tshark > /dev/null; then check siw_tshark chk_tshark
+            # RPC-over-RDMA's dissector on: the gateway accepts version 2
+            # (rdma.versions [1, 2], the default) but the Linux client
+            # speaks version 1, so every message both ways must be
+            # version 1, and tshark must decode every Send as RPC-over-RDMA
+            # (Send, Send with Invalidate, with or without SE: the first
+            # DDP segment of each untagged queue-0 message).
+            chk_rpcrdma_v1() {
+                local t=$OUT/rpcrdma.fields
+                tshark -r "$OUT/siw.pcap" -T fields -E separator=/t -e ip.src -e iwarp_rdma.opcode \
+                    -e iwarp_ddp.qn -e iwarp_ddp.mo -e rpcordma.version > "$t" 2> "$OUT/tshark-rpcrdma.err" ||
+                    { cat "$OUT/tshark-rpcrdma.err"; return 1; }
+                awk -F'\t' -v gw="$SIW_PEER_IP" '
+                    { nop = split($2, op, ","); split($3, qn, ","); split($4, mo, ",")
+                      nv = ($5 == "") ? 0 : split($5, ver, ",")
+                      who = ($1 == gw) ? "gateway" : "client"
+                      for (i = 1; i <= nop; i++)
+                          if (op[i] >= 3 && op[i] <= 6 && qn[i] == 0 && mo[i] == 0) sends[who]++
+                      for (i = 1; i <= nv; i++) { v[ver[i]]++; msgs[who]++ } }
+                    END {
+                      printf "  Send messages: gateway %d, client %d; RPC-over-RDMA headers decoded: gateway %d, client %d\n",
+                          sends["gateway"], sends["client"], msgs["gateway"], msgs["client"]
+                      for (x in v) printf "  rdma_vers %s: %d messages\n", x, v[x]
+                      ok = sends["gateway"] > 0 && sends["client"] > 0 &&
+                          msgs["gateway"] == sends["gateway"] && msgs["client"] == sends["client"]
+                      for (x in v) if (x != 1) ok = 0
+                      exit !ok }' "$t"
+            }
+            if command -v tshark > /dev/null; then
+                check siw_tshark chk_tshark
+                check siw_rpcrdma_v1 chk_rpcrdma_v1
             else result siw_tshark SKIP 0 "tshark not installed"; fi
         fi
         if [ "$v" = 3 ]; then

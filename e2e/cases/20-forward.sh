@@ -6,7 +6,9 @@
 # NFSv3 (MOUNT straight to knfsd's mountd: mountport/mountproto=tcp, until
 # the gateway relays MOUNT), NFSv4.0, 4.1 and 4.2. Then the gateway's
 # /metrics: RDMA-Read (read_chunk) bytes must match what the case wrote,
-# RDMA-Write (write_chunk) bytes what it read, within protocol overhead.
+# RDMA-Write (write_chunk) bytes what it read, within protocol overhead,
+# and every client connection at RPC-over-RDMA version 1 although the
+# gateway accepts 1 and 2 (rdma.versions [1, 2]).
 # Without a gateway binary that has a "serve" subcommand: RESULT forward SKIP.
 # e2e-timeout: 900  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
@@ -72,6 +74,9 @@ chk_metrics() {
     return $ok
 }
 check gw_metrics chk_metrics
+# rdma.versions [1, 2] (the default, written out by start_gateway): the
+# Linux client speaks version 1, so every client connection is version 1
+check gw_rdma_version chk_rdma_version_v1
 kill -0 "$GW_PID" 2>/dev/null || { result gw_alive FAIL 0 "the gateway died"; FAILS=$((FAILS + 1)); }
 [ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 30 "$OUT/gateway.log"; }
 stop_bg

@@ -24,7 +24,9 @@
 #   reverse   the kernel NFS client over TCP -> rdmagw reverse on
 #             $SIW_PEER_IP:2050 (backend.provider iwarp) -> knfsd over
 #             RPC-over-RDMA on siw0 (svcrdma, $SIW_IP:20049): the data suite,
-#             E2E_SIW_RV_VERSIONS (default 4.1).
+#             E2E_SIW_RV_VERSIONS (default 4.1). backend.rdma_version auto:
+#             the gateway offers version 2, knfsd answers ERR_VERS, the
+#             connection goes on in version 1 (fallback counted).
 #   pcap      while the forward mount is up, a small file written and read
 #             back through the gateway with tcpdump on veth0 (port 20049,
 #             whole frames); tshark's iwarp_mpa/iwarp_ddp_rdmap dissectors
@@ -217,6 +219,7 @@ elif { tstep setup_statd setup_statd || lab_fail "setup_statd"; } && check siw_f
         [ "$rd" -ge $((NFS_BYTES_WRITTEN / 2)) ] && [ "$wr" -ge $((NFS_BYTES_READ / 2)) ]
     }
     check siw_fw_metrics chk_fw_metrics
+    check siw_fw_rdma_version chk_rdma_version_v1   # rdma.versions [1, 2]; the client is v1
     kill "$GW_PID"; wait "$GW_PID" 2> /dev/null
     cp "$OUT/gateway.log" "$OUT/gateway-forward.log"
 fi
@@ -229,6 +232,8 @@ elif check siw_rv_start start_gateway_reverse; then
         NFS_SUITE_SKIP="$NFS_SUITE_SKIP ${E2E_SIW_SIZES_ONCE-sizes}" \
             nfs_suite "siw_rv_v${v/./}" "$SIW_PEER_IP:/" "vers=$v,proto=tcp,port=2050,soft,timeo=150,retrans=2"
     done
+    # backend.rdma_version auto: knfsd over siw answers ERR_VERS, version 1
+    check siw_rv_rdma_version chk_rdma_version_v1 fallback
     kill "$GW_PID"; wait "$GW_PID" 2> /dev/null
     cp "$OUT/gateway.log" "$OUT/gateway-reverse.log"
 fi

@@ -39,10 +39,13 @@
 #                            override the addresses below)
 #                            write a forward config and start the gateway on
 #                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS;
-#                            $GW_EXTRA_CONF is appended to the config
+#                            $GW_EXTRA_CONF is appended to the config;
+#                            rdma.versions from $GW_FW_RDMA_VERSIONS ("1, 2")
 #   gw_forward_conf          that config on stdout (to start a gateway elsewhere)
 #   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
-#                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049
+#                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049;
+#                            backend.rdma_version from $GW_RV_RDMA_VERSION (auto)
+#   chk_rdma_version_v1 [fallback]  every RDMA connection settled on version 1
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
 #   metric_sum NAME [L=V..] [FILE]  a metric summed over its series with
 #                            those labels (all series without any)
@@ -405,6 +408,8 @@ listen:
 backend:
   address: ${GW_BACKEND_IP:-127.0.0.1}
   port: 2049
+rdma:
+  versions: [${GW_FW_RDMA_VERSIONS:-1, 2}]
 metrics:
   listen: $GW_METRICS
 log:
@@ -428,6 +433,7 @@ backend:
   port: 20049
   provider: ${GW_PROVIDER:-ibverbs}
   local_address: ${GW_LOCAL_IP:-$RXE_IP}
+  rdma_version: ${GW_RV_RDMA_VERSION:-auto}
 metrics:
   listen: $GW_METRICS
 log:
@@ -456,6 +462,23 @@ gw_scrape() { curl -sf "http://$GW_METRICS/metrics" > "$OUT/metrics${1:-}.txt"; 
 
 # gw_metric PATH DIRECTION [file]: value of rdmagw_bytes_total (0 if absent)
 gw_metric() { metric_sum rdmagw_bytes_total path="$1" direction="$2" ${3:+"$3"}; }
+
+# chk_rdma_version_v1 [fallback]: the gateway's RDMA connections all settled
+# on RPC-over-RDMA version 1 (rdmagw_rdma_connections_by_version_total):
+# at least one at version 1, none at version 2. With "fallback" (reverse,
+# backend.rdma_version auto against a version-one server) at least one
+# connection must have offered version 2 and fallen back on the server's
+# ERR_VERS (rdmagw_rdma_version_fallbacks_total).
+chk_rdma_version_v1() {
+    gw_scrape .version || { echo "scrape failed"; return 1; }
+    local f=$OUT/metrics.version.txt v1 v2 fb
+    v1=$(metric_sum rdmagw_rdma_connections_by_version_total version=1 "$f")
+    v2=$(metric_sum rdmagw_rdma_connections_by_version_total version=2 "$f")
+    fb=$(metric_sum rdmagw_rdma_version_fallbacks_total "$f")
+    echo "  RDMA connections: version 1 $v1, version 2 $v2; fallbacks to version 1: $fb"
+    [ "${v1%.*}" -gt 0 ] && [ "${v2%.*}" = 0 ] || return 1
+    [ "${1:-}" != fallback ] || [ "${fb%.*}" -gt 0 ]
+}
 
 # metric_sum NAME [LABEL=VALUE...] [FILE]: the series of NAME that carry
 # every LABEL=VALUE given, summed (0 if none); FILE (an argument with a

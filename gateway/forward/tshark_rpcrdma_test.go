@@ -149,12 +149,42 @@ func TestTsharkRPCoverRDMA(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("capturing on lo needs root")
 	}
-	g := nfstest.StartGanesha(t)
 	dir := t.TempDir()
 	if d := os.Getenv("RDMAGW_PCAP_DIR"); d != "" {
 		dir = d
 	}
-	pcap := filepath.Join(dir, "rpcrdma.pcap")
+	// A capture that lost packets (tcpdump's kernel drops, or TCP segments
+	// tshark finds missing) cannot be judged: on a loaded machine it is
+	// taken again, with a fresh server, up to three times in all.
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		pcap := filepath.Join(dir, fmt.Sprintf("rpcrdma-%d.pcap", attempt))
+		port, calls, dropped := captureRPCoverRDMA(t, pcap)
+		var c *capture
+		if dropped == 0 {
+			c = decodeCapture(t, pcap, port)
+			if len(c.lost) == 0 {
+				judge(t, c, pcap, calls)
+				return
+			}
+		}
+		why := fmt.Sprintf("tcpdump lost packets (%d dropped by kernel)", dropped)
+		if c != nil {
+			why = fmt.Sprintf("the capture lost TCP segments before frames %v", c.lost)
+		}
+		if attempt == attempts {
+			t.Skipf("%s in each of %d captures: the capture cannot be judged on this machine now", why, attempts)
+		}
+		t.Logf("capture %d: %s; capturing again", attempt, why)
+	}
+}
+
+// captureRPCoverRDMA runs the test's calls through a forward gateway in
+// front of a fresh nfs-ganesha while tcpdump captures the gateway's port
+// into pcap; it returns the port, the calls made and the packets tcpdump
+// dropped.
+func captureRPCoverRDMA(t *testing.T, pcap string) (int, []*wireCall, int) {
+	g := nfstest.StartGanesha(t)
 	port := nfstest.FreePorts(t, 1)[0]
 	stop := startCapture(t, pcap, port)
 	gw := startGateway(t, g.NFSAddr, func(c *gateway.Config) {
@@ -253,10 +283,7 @@ func TestTsharkRPCoverRDMA(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tr.Close()
-	if n := stop(); n != 0 {
-		t.Fatalf("tcpdump lost packets (%d dropped by kernel): the capture cannot be judged", n)
-	}
-	judge(t, pcap, port, rec.calls)
+	return port, rec.calls, stop()
 }
 
 // tshark runs tshark on pcap in two-pass mode: RPC-over-RDMA reassembles
@@ -276,16 +303,17 @@ func tshark(t *testing.T, pcap string, args ...string) []byte {
 	return out
 }
 
-// judge decodes the capture with tshark and holds every call the test
-// made to what tshark saw.
-func judge(t *testing.T, pcap string, gwPort int, calls []*wireCall) {
+// decodeCapture decodes the capture with tshark.
+func decodeCapture(t *testing.T, pcap string, gwPort int) *capture {
 	c, err := parsePDML(bytes.NewReader(tshark(t, pcap, "-T", "pdml")), gwPort)
 	if err != nil {
 		t.Fatalf("PDML: %v", err)
 	}
-	if len(c.lost) > 0 {
-		t.Fatalf("the capture lost TCP segments before frames %v: it cannot be judged", c.lost)
-	}
+	return c
+}
+
+// judge holds every call the test made to what tshark saw.
+func judge(t *testing.T, c *capture, pcap string, calls []*wireCall) {
 	for _, e := range c.errors {
 		t.Errorf("tshark: %s", e)
 	}

@@ -147,7 +147,7 @@ func (m *Metrics) CallEvent(reason, peer string, xid uint32, kv ...any) {
 	switch reason {
 	case "client_gone", "draining":
 		return
-	case "rpc_mismatch", "bad_cred", "bad_verf", "bad_auth", "garbage_header":
+	case "rpc_mismatch", "bad_cred", "bad_verf", "bad_auth", "garbage_header", "no_v2_binding":
 		m.events.event("call_answered_"+reason, "call with a bad RPC header answered by the gateway", peer,
 			append([]any{"answer", reason, "xid", xid}, kv...)...)
 		return

@@ -54,7 +54,7 @@ func NewReverseMetrics() *ReverseMetrics {
 	m.ChunkRetries = f.counter(metricname.ReplyChunkRetriesTotal, "Calls sent again with a new XID and a larger Reply chunk after the server answered ERR_CHUNK (short Reply chunk retry, RFC 8267 §3.1).")
 	m.ClientStalls = f.counter(metricname.ClientBackpressureTotal, "Times a TCP client's socket stopped being read because it had reverse.max_calls_per_client calls at the server.")
 	m.SystemErrs = f.counterVec(metricname.GatewayErrorRepliesTotal,
-		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; connection_lost: the RDMA connection failed 3 times while the call was outstanding; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped).", "reason")
+		"RPC error replies made by the gateway itself for TCP clients, by reason (err_chunk: the server refused the call or its reply did not fit; bad_reply: the server's reply was malformed; resources: no registered memory; rpc_mismatch: rpcvers was not 2; connection_lost: the RDMA connection failed 3 times while the call was outstanding; call_too_large: GARBAGE_ARGS for a call record over reverse.max_call_bytes, which is skipped; no_v2_binding: PROG_UNAVAIL for a MOUNT, NLM or NSM call while the connection to the server speaks RPC-over-RDMA version two, which binds none of them).", "reason")
 	return m
 }
 

@@ -164,6 +164,14 @@ func (c *ResponderConn) v2Init() {
 	}
 }
 
+// Version is the RPC-over-RDMA version the call came in (1 or 2).
+func (c *Call) Version() uint32 {
+	if c.v2 {
+		return V2Version
+	}
+	return Version
+}
+
 // Version is the connection's RPC-over-RDMA version: 1 or 2, 0 while no
 // message has decided it (always 1 without ResponderConfig.V2).
 func (c *ResponderConn) Version() int {

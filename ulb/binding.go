@@ -58,3 +58,18 @@ func EstimateReply(prog, vers, proc uint32, args []byte) (Estimate, error) {
 	}
 	return b.estimate(proc, args)
 }
+
+// BoundOnV2 reports whether RPC program prog may travel over
+// RPC-over-RDMA version two: the NFS binding for version two
+// (draft-ietf-nfsv4-nfs-ulb-v2, "MOUNT, NLM, and NSM Protocols") gives
+// MOUNT, NLM and NSM none (servers provide them over TCP); NFS and NFSACL
+// are bound (NFSACL with no DDP-eligible item, as here for both
+// versions), and programs this package knows nothing of are left to the
+// peers.
+func BoundOnV2(prog uint32) bool {
+	switch prog {
+	case ProgMount, ProgNLM, ProgNSM:
+		return false
+	}
+	return true
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -105,6 +106,10 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 	hdr := s.callHeaderBytes(&call.Msg)
 	if _, err := h.Decode(hdr); err != nil {
 		s.rejectCall(call, &h, err)
+		return
+	}
+	if call.Version() == rdmarpc.V2Version && !ulb.BoundOnV2(h.Prog) {
+		s.refuseUnbound(call, &h)
 		return
 	}
 	pc := s.getPending()
@@ -205,6 +210,23 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error
 		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
 	}
 }
+
+// refuseUnbound answers PROG_UNAVAIL to a call of a program the NFS
+// binding for RPC-over-RDMA version two does not bind (MOUNT, NLM, NSM:
+// ulb.BoundOnV2) that came over version two, without forwarding it.
+func (s *session) refuseUnbound(call *rdmarpc.Call, h *oncrpc.CallHeader) {
+	s.met.Proc(h.Prog, h.Vers, h.Proc).Calls.Inc()
+	s.met.CallEvent(reasonNoV2Binding, s.peer, h.XID, "program", h.Prog)
+	s.met.CallDropped(reasonNoV2Binding)
+	rh := oncrpc.ProgUnavailReply(h.XID)
+	if err := s.replyWithHeader(call, &rh); err != nil {
+		s.log.Debug("PROG_UNAVAIL not sent", "peer", s.peer, "xid", h.XID, "error", err)
+	}
+}
+
+// reasonNoV2Binding: a MOUNT, NLM or NSM call over RPC-over-RDMA version
+// two, answered PROG_UNAVAIL (rdmagw_calls_dropped_total).
+const reasonNoV2Binding = "no_v2_binding"
 
 // replyWithHeader answers call with a gateway-made reply of just a header.
 func (s *session) replyWithHeader(call *rdmarpc.Call, rh *oncrpc.ReplyHeader) error {

@@ -111,6 +111,9 @@ func (s *revSlot) read(c *revClient) (ok bool, err error) {
 	if h.Prog == ulb.ProgNFS {
 		c.link.vers.Store(h.Vers)
 	}
+	if c.link.rdmaVers.Load() == rdmarpc.V2Version && !ulb.BoundOnV2(h.Prog) {
+		return false, s.refuseUnbound()
+	}
 	if err := s.fill(rr); err != nil {
 		if errors.Is(err, tcprpc.ErrRecordTooLarge) {
 			// A later fragment crossed the limit: the header was read.
@@ -245,6 +248,16 @@ func (s *revSlot) refuseTooLarge(rr *tcprpc.RecordReader, xid uint32, known bool
 	c.met.SystemErrs.WithLabelValues("call_too_large").Inc()
 	c.log.Info("call larger than reverse.max_call_bytes answered GARBAGE_ARGS; record skipped", "peer", c.peer, "xid", xid, "error", cause)
 	rh := oncrpc.GarbageArgsReply(xid)
+	return s.replyHeaderOnly(&rh)
+}
+
+// refuseUnbound answers PROG_UNAVAIL to a MOUNT, NLM or NSM call when
+// the connection to the server speaks RPC-over-RDMA version two, whose
+// NFS binding gives them none (ulb.BoundOnV2): they are not sent. The
+// record reader skips the rest of the record at the next read.
+func (s *revSlot) refuseUnbound() error {
+	s.c.met.SystemErrs.WithLabelValues("no_v2_binding").Inc()
+	rh := oncrpc.ProgUnavailReply(s.xid)
 	return s.replyHeaderOnly(&rh)
 }
 

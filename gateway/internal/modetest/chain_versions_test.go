@@ -16,7 +16,9 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
+	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/ulb"
 )
 
 // The host chain in each RPC-over-RDMA version pairing (issue 15):
@@ -70,6 +72,15 @@ func TestChainVersions(t *testing.T) {
 			// chunk for them, version two continues them.
 			t.Run("v3-readdirplus-2000", func(t *testing.T) { readDirPlus2000(t, ctx, c, dir, disk, 32<<10) })
 			t.Run("v41", func(t *testing.T) { chainV41Files(t, ctx, ch, g.Export+"/"+p.name, disk) })
+
+			// MOUNT has no version-two binding: on a v2 link the reverse
+			// gateway answers PROG_UNAVAIL itself; on v1 it forwards it.
+			_, err = c.T.Call(ctx, ulb.ProgMount, 3, 0, nil)
+			st, accepted := nfsclient.AcceptStat(err)
+			refused := gwtest.Metric(t, rev.Metrics(), metricname.GatewayErrorRepliesTotal, "reason", "no_v2_binding")
+			if v2 := p.want == rdmarpc.V2Version; v2 && (!accepted || st != oncrpc.ProgUnavail || refused != 1) || !v2 && refused != 0 {
+				t.Errorf("MOUNT NULL over version %d: %v, %v refused by the reverse gateway", p.want, err, refused)
+			}
 
 			// Two TCP clients, two RDMA connections, each in the
 			// pairing's version at both ends; a fallback only on the

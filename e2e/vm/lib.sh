@@ -46,6 +46,7 @@
 #                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049;
 #                            backend.rdma_version from $GW_RV_RDMA_VERSION (auto)
 #   chk_rdma_version_v1 [fallback]  every RDMA connection settled on version 1
+#   chk_chunk_bytes RDIR WDIR [RE]  Read/Write-chunk bytes match the suite's
 #   gw_metric PATH DIR       rdmagw_bytes_total{path=PATH,direction=DIR}
 #   metric_sum NAME [L=V..] [FILE]  a metric summed over its series with
 #                            those labels (all series without any)
@@ -462,6 +463,27 @@ gw_scrape() { curl -sf "http://$GW_METRICS/metrics" > "$OUT/metrics${1:-}.txt"; 
 
 # gw_metric PATH DIRECTION [file]: value of rdmagw_bytes_total (0 if absent)
 gw_metric() { metric_sum rdmagw_bytes_total path="$1" direction="$2" ${3:+"$3"}; }
+
+# chk_chunk_bytes RDIR WDIR [RE]: the gateway's /metrics account for the
+# bytes the data suite moved: Read-chunk bytes (rdmagw_bytes_total
+# path=read_chunk, direction RDIR) since $OUT/metrics.start.txt match
+# $NFS_BYTES_WRITTEN, Write-chunk bytes (direction WDIR) $NFS_BYTES_READ,
+# within -3 % (small WRITEs travel inline) .. +3 % + 1 MiB (READLINK
+# results, XDR round-up); prints the series matching ^rdmagw_(RE)
+# (default bytes_total).
+chk_chunk_bytes() {
+    local rdir=$1 wdir=$2 re=${3:-bytes_total} rd wr ok=0
+    gw_scrape || { echo "scrape failed"; return 1; }
+    rd=$(( $(gw_metric read_chunk "$rdir") - $(gw_metric read_chunk "$rdir" "$OUT/metrics.start.txt") ))
+    wr=$(( $(gw_metric write_chunk "$wdir") - $(gw_metric write_chunk "$wdir" "$OUT/metrics.start.txt") ))
+    inrange() { awk -v m="$1" -v e="$2" 'BEGIN{exit !(m >= e*0.97 - 65536 && m <= e*1.03 + 1048576)}'; }
+    printf '  read_chunk  (%-3s) %s bytes; the case wrote %s\n' "$rdir" "$rd" "$NFS_BYTES_WRITTEN"
+    printf '  write_chunk (%-3s) %s bytes; the case read  %s\n' "$wdir" "$wr" "$NFS_BYTES_READ"
+    inrange "$rd" "$NFS_BYTES_WRITTEN" || { echo "  read_chunk bytes do not match the bytes written"; ok=1; }
+    inrange "$wr" "$NFS_BYTES_READ" || { echo "  write_chunk bytes do not match the bytes read"; ok=1; }
+    grep -E "^rdmagw_($re)" "$OUT/metrics.txt" | sed 's/^/  /'
+    return $ok
+}
 
 # chk_rdma_version_v1 [fallback]: the gateway's RDMA connections all settled
 # on RPC-over-RDMA version 1 (rdmagw_rdma_connections_by_version_total):

@@ -97,17 +97,10 @@ func (bp *bcPair) wait(t *testing.T, xid uint32) []byte {
 	return got
 }
 
-// Backward calls of every size up to the inline limit reach the
-// requester's handler and its replies come back byte for byte, while
-// forward calls with the same XIDs run alongside.
-func TestBackchannelRoundTrip(t *testing.T) {
-	bp := newBCPair(t, 4, BackwardHandlerFunc(bcEcho))
-	ctx := context.Background()
-	max := bp.resp.BackchannelMax()
-	if max != 4096-BackwardHeaderSize {
-		t.Fatalf("BackchannelMax %d", max)
-	}
-	sizes := []int{8, 9, 100, 1000, max - 1, max}
+// sizes sends a backward call of each size (split in two gather pieces)
+// and checks each reply byte for byte.
+func (bp *bcPair) sizes(t *testing.T, ctx context.Context, sizes []int) {
+	t.Helper()
 	for i, n := range sizes {
 		xid := uint32(100 + i)
 		call := bcCallMsg(xid, n)
@@ -118,17 +111,15 @@ func TestBackchannelRoundTrip(t *testing.T) {
 			t.Fatalf("size %d: reply differs", n)
 		}
 	}
-	// The requester's grant (default 8) is capped by our MaxCalls (4).
-	bp.resp.bc.mu.Lock()
-	g := bp.resp.bc.granted
-	bp.resp.bc.mu.Unlock()
-	if g != 4 {
-		t.Fatalf("granted %d, want 4", g)
-	}
-	// Concurrent backward calls and forward calls sharing XIDs.
+}
+
+// alongside runs n backward calls and n forward calls with the same XIDs
+// (1000..) at once, then checks every backward reply byte for byte.
+func (bp *bcPair) alongside(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := range 32 {
+	errs := make(chan error, 2*n)
+	for i := range n {
 		wg.Add(2)
 		xid := uint32(1000 + i)
 		go func() {
@@ -152,20 +143,35 @@ func TestBackchannelRoundTrip(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for i := range 32 {
+	for i := range n {
 		xid := uint32(1000 + i)
-		waitFor(t, 10*time.Second, "backward reply", func() bool {
-			bp.mu.Lock()
-			defer bp.mu.Unlock()
-			return bp.replies[xid] != nil
-		})
-		bp.mu.Lock()
-		ok := bytes.Equal(bp.replies[xid], bcEcho(bcCallMsg(xid, 64+i)))
-		bp.mu.Unlock()
-		if !ok {
+		if got := bp.wait(t, xid); !bytes.Equal(got, bcEcho(bcCallMsg(xid, 64+i))) {
 			t.Fatalf("xid %d: reply differs", xid)
 		}
 	}
+}
+
+// Backward calls of every size up to the inline limit reach the
+// requester's handler and its replies come back byte for byte, while
+// forward calls with the same XIDs run alongside.
+func TestBackchannelRoundTrip(t *testing.T) {
+	bp := newBCPair(t, 4, BackwardHandlerFunc(bcEcho))
+	ctx := context.Background()
+	max := bp.resp.BackchannelMax()
+	if max != 4096-BackwardHeaderSize {
+		t.Fatalf("BackchannelMax %d", max)
+	}
+	sizes := []int{8, 9, 100, 1000, max - 1, max}
+	bp.sizes(t, ctx, sizes)
+	// The requester's grant (default 8) is capped by our MaxCalls (4).
+	bp.resp.bc.mu.Lock()
+	g := bp.resp.bc.granted
+	bp.resp.bc.mu.Unlock()
+	if g != 4 {
+		t.Fatalf("granted %d, want 4", g)
+	}
+	// Concurrent backward calls and forward calls sharing XIDs.
+	bp.alongside(t, ctx, 32)
 	if bp.rm.get("call") != len(sizes)+32 || bp.qm.get("reply") != len(sizes)+32 {
 		t.Fatalf("metrics: responder %v requester %v", bp.rm.n, bp.qm.n)
 	}

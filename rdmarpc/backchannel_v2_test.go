@@ -1,10 +1,8 @@
 package rdmarpc
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"sync"
 	"testing"
 )
 
@@ -34,50 +32,11 @@ func TestBackchannelV2RoundTrip(t *testing.T) {
 		t.Fatalf("BackchannelMax %d, want %d", max, want)
 	}
 	sizes := []int{8, 9, 100, 1000, max - 1, max}
-	for i, n := range sizes {
-		xid := uint32(100 + i)
-		call := bcCallMsg(xid, n)
-		if err := bp.resp.SendBackwardCall(ctx, [][]byte{call[:5], call[5:]}, true); err != nil {
-			t.Fatalf("size %d: %v", n, err)
-		}
-		if got := bp.wait(t, xid); !bytes.Equal(got, bcEcho(call)) {
-			t.Fatalf("size %d: reply differs", n)
-		}
-	}
+	bp.sizes(t, ctx, sizes)
 	if err := bp.resp.SendBackwardCall(ctx, [][]byte{bcCallMsg(99, max+1)}, true); !errors.Is(err, ErrBackchannelTooBig) {
 		t.Fatalf("a call over BackchannelMax: %v", err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for i := range 16 {
-		wg.Add(2)
-		xid := uint32(1000 + i)
-		go func() {
-			defer wg.Done()
-			if err := bp.resp.SendBackwardCall(ctx, [][]byte{bcCallMsg(xid, 64+i)}, true); err != nil {
-				errs <- err
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			r, err := bp.call(bcFwdMsg(xid), nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			r.Release()
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	for i := range 16 {
-		if got := bp.wait(t, uint32(1000+i)); !bytes.Equal(got, bcEcho(bcCallMsg(uint32(1000+i), 64+i))) {
-			t.Fatalf("xid %d: reply differs", 1000+i)
-		}
-	}
+	bp.alongside(t, ctx, 16)
 	if bp.rm.get("call") != len(sizes)+16 || bp.qm.get("reply") != len(sizes)+16 || bp.rm.get("unmatched") != 0 {
 		t.Fatalf("metrics: responder %v requester %v", bp.rm.n, bp.qm.n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/gateway/reverse/reversetest"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
@@ -193,6 +194,11 @@ func TestV41CallbacksThroughReverseGateway(t *testing.T) {
 	exchangeCallbacks(t, ctx, px, a, g.Export)
 	fc, rc := bcCounts(t, fwd.Metrics()), bcCounts(t, rev.Metrics())
 	t.Logf("reverse gateway backchannel metrics: %v", rc)
+	// The two gateways speak RPC-over-RDMA version two (the defaults):
+	// the callbacks went as version-two backward calls.
+	if v2 := versionConns(t, fwd.Metrics(), "2"); v2 != 1 {
+		t.Errorf("forward gateway: %v version-two connections, want 1", v2)
+	}
 	if fc["rdmagw_backchannel_calls_total"] != 3 || fc["rdmagw_backchannel_replies_total"] != 3 {
 		t.Errorf("forward gateway metrics %v", fc)
 	}
@@ -299,6 +305,28 @@ func exchangeCallbacks(t *testing.T, ctx context.Context, px *cbProxy, a *nfscli
 
 // bcCounts are a gateway's rdmagw_backchannel_* counters, by name and
 // {reason}.
+// versionConns is rdmagw_rdma_connections_by_version_total{version=v}.
+func versionConns(t *testing.T, m *gateway.Metrics, v string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metricname.RDMAConnectionsByVersionTotal {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "version" && l.GetValue() == v {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 func bcCounts(t *testing.T, m *gateway.Metrics) map[string]float64 {
 	t.Helper()
 	mfs, err := m.Registry.Gather()

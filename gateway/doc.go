@@ -32,12 +32,16 @@
 //	config_backchannel.go  the backchannel section, and the engine's view of it
 //	config_reverse.go      the reverse section's checks
 //	config_ops.go          the shutdown and admin sections
+//	config_rdmaversion.go  rdma.versions (forward) and backend.rdma_version (reverse): RPC-over-RDMA version two
 //	bytesize.go            ByteSize: "64KiB" in the YAML file
 //	carry.go               CarryLimits: the transfer sizes advertised to clients in place of larger server limits
 //	metrics.go             Metrics: the shared series, the engine's ResponderMetrics, per-procedure counters
 //	metrics_forward.go     forward mode's backend connection series (pings, calls failed, parked connections)
 //	metrics_reverse.go     ReverseMetrics: reverse mode's series and the engine's RequesterMetrics
 //	metrics_backchannel.go the NFSv4.1 backchannel series, both modes
+//	metrics_version.go     connections by the RPC-over-RDMA version they settled on, version fallbacks
+//	metrics_work.go        RDMA work requests per path (rdmarpc.WorkMetrics), version-two events
+//	metrics_srq.go         the forward receive pool and shared receive queue (rdma.srq_depth)
 //	metrics_http.go        MetricsServer: /metrics, pprof, /debug/sessions
 //	logging.go             NewLogger; client events logged at INFO, rate-limited and counted
 //	ops.go                 ClientTable (live view, drain, liveness probe), ClientOps, Sessions and SessionInfo

@@ -34,6 +34,8 @@
 //	responder_reply.go     reply: pairReply, placeReply, the Write+Send chain
 //	responder_inv.go       Send With Invalidate
 //	responder_garbage.go   the GARBAGE_ARGS answer (both versions)
+//	responder_srq.go       SharedRecv: receive buffers shared by responder
+//	                       connections through one SRQ, and who owns them
 //	responder_v2.go        version two on the responder (ResponderConfig.V2):
 //	                       the version decided per connection, a v2 call
 //	                       translated to the v1 Header the engine serves,

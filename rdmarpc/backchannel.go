@@ -326,9 +326,16 @@ func (c *ResponderConn) postBackward(s *sendCtxt, xid uint32, msg [][]byte, n in
 		return c.postBackwardV2(s, xid, msg, n)
 	}
 	putBackwardHeader(s.buf.Bytes, xid, uint32(c.cfg.Backchannel.MaxCalls))
-	copyFrom(s.buf.Bytes[BackwardHeaderSize:], msg)
+	return c.postBackwardSend(s, BackwardHeaderSize, msg, n)
+}
+
+// postBackwardSend posts, in either version, a backward call whose
+// transport header (hl bytes) is already in s's buffer: msg (n bytes)
+// follows it in one signalled Send.
+func (c *ResponderConn) postBackwardSend(s *sendCtxt, hl int, msg [][]byte, n int) error {
+	copyFrom(s.buf.Bytes[hl:], msg)
 	s.begin()
-	s.sges = append(s.sges, s.buf.SGE(0, BackwardHeaderSize+n))
+	s.sges = append(s.sges, s.buf.SGE(0, hl+n))
 	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, 0, 0, 0)
 	s.wrs[0].Signal = true
 	s.slots = 1

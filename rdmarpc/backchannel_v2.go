@@ -3,8 +3,6 @@ package rdmarpc
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/rdmagw/rdmagw/verbs"
 )
 
 // The responder's backward direction on a version-two connection
@@ -57,13 +55,7 @@ func (c *ResponderConn) postBackwardV2(s *sendCtxt, xid uint32, msg [][]byte, n 
 		c.v2Untake(1)
 		return fmt.Errorf("rdmarpc: backward call header: %w", err)
 	}
-	copyFrom(s.buf.Bytes[hl:], msg)
-	s.begin()
-	s.sges = append(s.sges, s.buf.SGE(0, hl+n))
-	s.addWR(wrSend|uint64(s.idx), verbs.OpSend, 0, 0, 0)
-	s.wrs[0].Signal = true
-	s.slots = 1
-	return c.post(s)
+	return c.postBackwardSend(s, hl, msg, n)
 }
 
 // backwardReplyV2 takes an RDMA2_REPLY_INLINE from the requester: the

@@ -125,27 +125,7 @@ func TestReverseChainV3Namespace(t *testing.T) {
 
 func TestReverseChainV41(t *testing.T) {
 	ch := startChain(t)
-	ctx := nfstest.Ctx(t)
-	tr, err := nfsclient.DialTCP(ctx, ch.rev.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	c := &nfsclient.V4{T: tr}
-	if err := c.Setup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	dir, a, err := c.LookupPath(ctx, ch.g.Export)
-	if err != nil || a.Type != 2 {
-		t.Fatalf("LookupPath %s: %+v %v", ch.g.Export, a, err)
-	}
-	for _, size := range nfstest.Sizes {
-		name := fmt.Sprintf("v41-%d", size)
-		t.Run(name, func(t *testing.T) { nfstest.V4RoundTrip(t, ctx, c, dir, name, size, ch.g.Dir) })
-	}
-	if err := c.DestroySession(ctx); err != nil {
-		t.Fatal(err)
-	}
+	chainV41Files(t, nfstest.Ctx(t), ch, ch.g.Export, ch.g.Dir)
 }
 
 // libnfs, an independent NFS client, copies files in and out through the

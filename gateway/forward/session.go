@@ -202,12 +202,18 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error
 	default:
 		rh, reason = oncrpc.GarbageArgsReply(h.XID), "garbage_header"
 	}
-	s.met.CallEvent(reason, s.peer, h.XID, "error", err) // gateway/logging.go
-	// Counted before the answer goes out, so a client holding the answer
-	// finds it counted.
+	s.answerInstead(call, h.XID, &rh, reason, "error", err)
+}
+
+// answerInstead answers call with the gateway-made reply header rh
+// instead of forwarding it: the client event is logged (kv says why) and
+// the call counted as dropped for reason before the answer goes out, so
+// a client holding the answer finds it counted.
+func (s *session) answerInstead(call *rdmarpc.Call, xid uint32, rh *oncrpc.ReplyHeader, reason string, kv ...any) {
+	s.met.CallEvent(reason, s.peer, xid, kv...) // gateway/logging.go
 	s.met.CallDropped(reason)
-	if rerr := s.replyWithHeader(call, &rh); rerr != nil {
-		s.log.Debug("answer to a bad RPC header not sent", "peer", s.peer, "xid", h.XID, "error", rerr)
+	if err := s.replyWithHeader(call, rh); err != nil {
+		s.log.Debug("gateway answer not sent", "peer", s.peer, "xid", xid, "reason", reason, "error", err)
 	}
 }
 
@@ -216,12 +222,8 @@ func (s *session) rejectCall(call *rdmarpc.Call, h *oncrpc.CallHeader, err error
 // ulb.BoundOnV2) that came over version two, without forwarding it.
 func (s *session) refuseUnbound(call *rdmarpc.Call, h *oncrpc.CallHeader) {
 	s.met.Proc(h.Prog, h.Vers, h.Proc).Calls.Inc()
-	s.met.CallEvent(reasonNoV2Binding, s.peer, h.XID, "program", h.Prog)
-	s.met.CallDropped(reasonNoV2Binding)
 	rh := oncrpc.ProgUnavailReply(h.XID)
-	if err := s.replyWithHeader(call, &rh); err != nil {
-		s.log.Debug("PROG_UNAVAIL not sent", "peer", s.peer, "xid", h.XID, "error", err)
-	}
+	s.answerInstead(call, h.XID, &rh, reasonNoV2Binding, "program", h.Prog)
 }
 
 // reasonNoV2Binding: a MOUNT, NLM or NSM call over RPC-over-RDMA version

@@ -51,12 +51,15 @@ var (
 	_ rdmarpc.WorkMetrics        = (*ReverseMetrics)(nil)
 )
 
-// Posted counts the RDMA Reads and Writes of one message.
-func (m *engineMetrics) Posted(p rdmarpc.WorkPath, n int) {
-	if int(p) < len(m.work.rdma) {
-		m.work.rdma[p].Add(float64(n))
+// posted counts n work requests of path p.
+func (w *workMetrics) posted(p rdmarpc.WorkPath, n int) {
+	if int(p) < len(w.rdma) {
+		w.rdma[p].Add(float64(n))
 	}
 }
+
+// Posted counts the RDMA Reads and Writes of one message.
+func (m *engineMetrics) Posted(p rdmarpc.WorkPath, n int) { m.work.posted(p, n) }
 
 // V2ErrorSent counts an RDMA2_ERROR answer by its code.
 func (m *engineMetrics) V2ErrorSent(code rdmarpc.V2ErrCode) {
@@ -86,11 +89,7 @@ const dropV2Fragment = "v2_fragment"
 
 // Posted counts the registrations of one call (the requester posts no
 // RDMA Reads or Writes).
-func (m *ReverseMetrics) Posted(p rdmarpc.WorkPath, n int) {
-	if int(p) < len(m.work.rdma) {
-		m.work.rdma[p].Add(float64(n))
-	}
-}
+func (m *ReverseMetrics) Posted(p rdmarpc.WorkPath, n int) { m.work.posted(p, n) }
 
 // V2ErrorSent counts an RDMA2_ERROR the requester sent to the server.
 func (m *ReverseMetrics) V2ErrorSent(code rdmarpc.V2ErrCode) { m.engine().V2ErrorSent(code) }

@@ -1,7 +1,11 @@
 package iwarp
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -136,4 +140,39 @@ func TestBatchLocalErrorMidChain(t *testing.T) {
 	sameBytes(t, remote.Bytes(), local.Bytes())
 	expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusFlushed)
 	waitDone(t, srv.conn)
+}
+
+// A Send whose writev failed was not handed to TCP: it completes flushed,
+// not successfully, whether completions wait for placement or come on
+// transmit, and whoever wrote it (the tx goroutine or, inline, PostSend).
+// The write fails at once (a write deadline in the past), the receive side
+// untouched.
+func TestFailedWriteNotCompleted(t *testing.T) {
+	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {InlineTransmit: true}, {InlineTransmit: true, CompleteOnTransmit: true}} {
+		t.Run(fmt.Sprintf("onTransmit=%v,inline=%v", cfg.CompleteOnTransmit, cfg.InlineTransmit), func(t *testing.T) {
+			cli, srv := pair(t, cfg, "")
+			cc := cli.conn.(*conn)
+			local := cli.mem(t, 512, allAccess)
+			rbuf := srv.mem(t, 512, allAccess)
+			if err := srv.conn.PostRecv(&verbs.RecvWR{ID: 1, SGL: []verbs.SGE{{Buf: rbuf.Bytes(), LKey: rbuf.LKey()}}}); err != nil {
+				t.Fatal(err)
+			}
+			waitParked(t, cc)
+			if err := cc.tc.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if err := cli.conn.PostSend(&verbs.SendWR{ID: 7, Op: verbs.OpSend, Signal: true,
+				SGL: []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}}}); err != nil {
+				t.Fatal(err)
+			}
+			wc := wait(t, cli.scq)
+			if wc.ID != 7 || wc.Status != verbs.StatusFlushed {
+				t.Fatalf("completion %+v of a Send whose write failed, want ID 7 %v", wc, verbs.StatusFlushed)
+			}
+			waitDone(t, cli.conn)
+			if err := cli.conn.Err(); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("Err() = %v, want the failed write", err)
+			}
+		})
+	}
 }

@@ -383,7 +383,17 @@ func (t *txState) writeBatch(r *txRound) (uint64, error) {
 	}
 	clear(t.resp[:t.nresp])
 	t.nresp, t.rnext = 0, 0
-	return r.to, t.flush()
+	return r.handed(t.flush())
+}
+
+// handed is the end of the run of r's entries handed to TCP in full when
+// the round's last write ended with err: all of them, or (a failed or
+// partial write) none the caller may count as written.
+func (r *txRound) handed(err error) (uint64, error) {
+	if err != nil {
+		return r.from, err
+	}
+	return r.to, nil
 }
 
 // idle parks tx until a kick (or the end). Caller holds c.mu and has

@@ -170,7 +170,8 @@ func (c *conn) finishPending() bool {
 	switch {
 	case p == pendingFlush:
 		// The stream is inside the batch: finish it even when ending.
-		return c.finishRound(&r, r.to, t.flush())
+		wrote, err := r.handed(t.flush())
+		return c.finishRound(&r, wrote, err)
 	case live:
 		return c.writeRound(&r)
 	}

@@ -382,7 +382,7 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 		info.Gateway, info.Backend, info.MetricsURL = o.gateway, o.backend, st.local.metricsURL()
 	}
 	if o.spawnGateway {
-		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend)
+		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, "")
 		if err != nil {
 			return err
 		}

@@ -218,9 +218,10 @@ var benchExecutable = os.Executable
 
 // startGatewayProcess runs `rdmagw serve` (this binary) as its own
 // process in front of backend, so that its CPU is its own and not the
-// bench client's. It returns the process, its RPC-over-RDMA address
-// and its metrics address.
-func startGatewayProcess(dir, backend string) (p *benchProc, addr, metrics string, err error) {
+// bench client's; extra is appended to its configuration (YAML sections
+// gatewayProcessConfig does not have). It returns the process, its
+// RPC-over-RDMA address and its metrics address.
+func startGatewayProcess(dir, backend, extra string) (p *benchProc, addr, metrics string, err error) {
 	host, port, err := net.SplitHostPort(backend)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("-backend %q: %w", backend, err)
@@ -238,7 +239,7 @@ func startGatewayProcess(dir, backend string) (p *benchProc, addr, metrics strin
 		return nil, "", "", err
 	}
 	cf := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cf, fmt.Appendf(nil, gatewayProcessConfig, lport, host, port, mport), 0o644); err != nil {
+	if err := os.WriteFile(cf, append(fmt.Appendf(nil, gatewayProcessConfig, lport, host, port, mport), extra...), 0o644); err != nil {
 		return nil, "", "", err
 	}
 	p, err = startBenchProc("rdmagw serve", exec.Command(exe, "serve", "-c", cf))

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/rdmagw/rdmagw/gateway/metricname"
+	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/rdmarpc"
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// rdmagw bench-conns: many clients on one forward gateway (issue 12
+// item 4). The gateway runs as its own process (rdmagw serve, pure-Go
+// iWARP on loopback) in front of the in-memory NFSv3 server, so its RSS
+// and CPU are its own; this process holds the N client connections
+// (one device, one pool) and keeps -inflight GETATTRs in flight on each.
+// Every case starts a fresh gateway (RSS never shrinks), and the cases
+// alternate (-conns 16,1000 -repeat 2: 16, 1000, 16, 1000).
+
+func init() {
+	register("bench-conns", "N RDMA clients on one forward gateway (its own process): its RSS, registered bytes, ops/s, CPU per op", benchConns)
+}
+
+// connsOptions are bench-conns' flags.
+type connsOptions struct {
+	conns    []int
+	inflight int
+	duration time.Duration
+	srqDepth int
+	credits  int
+	repeat   int
+	json     bool
+	profile  string // directory for the gateway's CPU and heap profiles
+}
+
+func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
+	o := &connsOptions{}
+	fs := flag.NewFlagSet("bench-conns", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conns := fs.String("conns", "16,1000", "client connections per case; a list runs each case with a fresh gateway")
+	fs.IntVar(&o.inflight, "inflight", 2, "GETATTRs in flight per connection")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "how long each case's load runs")
+	fs.IntVar(&o.srqDepth, "srq-depth", 4096, "the gateway's rdma.srq_depth (0: receives per connection)")
+	fs.IntVar(&o.credits, "credits", 128, "the gateway's rdma.credits (granted per connection)")
+	fs.IntVar(&o.repeat, "repeat", 1, "run the list of cases this many times, alternating")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
+	fs.StringVar(&o.profile, "profile", "", "write the gateway's CPU profile of the load and heap profile after it to this directory (cpu-N-R.prof, heap-N-R.prof)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if o.conns, err = parseConcurrency(*conns); err != nil {
+		return nil, fmt.Errorf("-conns: %w", err)
+	}
+	switch {
+	case o.inflight < 1 || o.repeat < 1 || o.credits < 1 || o.srqDepth < 0:
+		return nil, errors.New("-inflight, -repeat and -credits want at least 1, -srq-depth at least 0")
+	case o.duration < time.Second:
+		return nil, errors.New("-duration: want at least 1s")
+	}
+	return o, nil
+}
+
+// connsResult is one case's numbers. The gateway's figures are its own
+// process's: CPU (utime+stime) over the load, RSS (VmRSS) and peak RSS
+// (VmHWM) at the end of the load, and its metrics then.
+type connsResult struct {
+	Conns         int     `json:"conns"`
+	Run           int     `json:"run"`
+	SetupSeconds  float64 `json:"setup_seconds"` // connecting all clients
+	Ops           int64   `json:"ops"`
+	OpsPerSec     float64 `json:"ops_per_sec"`
+	CPUPerOpUs    float64 `json:"gateway_cpu_us_per_op"`
+	CPUCores      float64 `json:"gateway_cpu_cores"` // CPU seconds per second of load
+	RSSMiB        float64 `json:"gateway_rss_mib"`
+	PeakRSSMiB    float64 `json:"gateway_peak_rss_mib"`
+	RegisteredMiB float64 `json:"gateway_registered_mib"` // data pool + receive pool
+	RecvMiB       float64 `json:"gateway_recv_registered_mib"`
+	HeapMiB       float64 `json:"gateway_heap_inuse_mib"`
+	Goroutines    float64 `json:"gateway_goroutines"`
+	Errors        int64   `json:"errors"`
+}
+
+func benchConns(args []string, stdout, stderr io.Writer) int {
+	o, err := parseConnsFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "rdmagw bench-conns:", err)
+		return 2
+	}
+	progress := stdout
+	if o.json {
+		progress = stderr
+	}
+	results, err := runConns(o, progress)
+	if err != nil {
+		fmt.Fprintln(stderr, "rdmagw bench-conns: FAILED:", err)
+		return 1
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(results)
+	} else {
+		printConnsTable(stdout, results)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rdmagw bench-conns:", err)
+		return 1
+	}
+	for _, r := range results {
+		if r.Errors > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
+	log := hclog.New(&hclog.LoggerOptions{Name: "rdmagw", Level: hclog.Warn, Output: os.Stderr})
+	mem, memAddr, err := startMemServer(log.Named("nfsmem"))
+	if err != nil {
+		return nil, err
+	}
+	defer mem.Close()
+	dir, err := os.MkdirTemp("", "rdmagw-bench-conns-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(progress, "bench-conns: %d GETATTRs in flight per connection, %s per case, srq_depth %d, %d credits granted\n",
+		o.inflight, o.duration, o.srqDepth, o.credits)
+	var results []connsResult
+	for run := 1; run <= o.repeat; run++ {
+		for _, n := range o.conns {
+			r, err := runConnsCase(o, dir, memAddr, n, run)
+			if err != nil {
+				return results, fmt.Errorf("%d connections (run %d): %w", n, run, err)
+			}
+			fmt.Fprintf(progress, "  %d conns run %d: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
+				n, run, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
+			results = append(results, r)
+		}
+	}
+	return results, nil
+}
+
+// connsGatewayConfig is what bench-conns adds to the gateway's
+// configuration: the credits, the shared receive queue and room for the
+// connections, all from one address.
+const connsGatewayConfig = `rdma:
+  credits: %d
+  srq_depth: %d
+connections:
+  max: %d
+  max_per_address: 0
+`
+
+// runConnsCase starts a gateway, connects n clients to it, loads them
+// and measures the gateway.
+func runConnsCase(o *connsOptions, dir, memAddr string, n, run int) (connsResult, error) {
+	r := connsResult{Conns: n, Run: run}
+	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, n+16)
+	p, addr, metrics, err := startGatewayProcess(dir, memAddr, extra)
+	if err != nil {
+		return r, err
+	}
+	defer p.stop(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := mountRoot(ctx, memAddr, "/")
+	if err != nil {
+		return r, err
+	}
+	cl, err := dialConnsClients(ctx, addr, n, o.inflight)
+	r.SetupSeconds = cl.setup.Seconds()
+	defer cl.close()
+	if err != nil {
+		return r, err
+	}
+	prof := make(chan error, 1)
+	if o.profile != "" {
+		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d.prof", n, run))
+		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
+	}
+	cpu0, err := procCPU(p.pid())
+	if err != nil {
+		return r, err
+	}
+	el := cl.load(ctx, root, o.inflight, o.duration, &r)
+	cpu1, err := procCPU(p.pid())
+	if err != nil {
+		return r, err
+	}
+	r.OpsPerSec = float64(r.Ops) / el.Seconds()
+	r.CPUPerOpUs = float64((cpu1 - cpu0).Microseconds()) / float64(max(r.Ops, 1))
+	r.CPUCores = (cpu1 - cpu0).Seconds() / el.Seconds()
+	if err := gatewayMemory(p.pid(), metrics, &r); err != nil {
+		return r, err
+	}
+	if o.profile != "" {
+		if err := <-prof; err != nil {
+			return r, err
+		}
+		return r, fetchProfile(metrics, "heap", filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d.prof", n, run)))
+	}
+	return r, nil
+}
+
+// connsClients are the n client connections on one pure-Go device and
+// one pool.
+type connsClients struct {
+	dev   verbs.Device
+	pd    verbs.PD
+	pool  *rdmarpc.Pool
+	trs   []*nfsclient.RDMA
+	setup time.Duration
+}
+
+func dialConnsClients(ctx context.Context, addr string, n, inflight int) (*connsClients, error) {
+	cl := &connsClients{}
+	p, err := verbs.Lookup("iwarp")
+	if err != nil {
+		return cl, err
+	}
+	if cl.dev, err = p.Open("127.0.0.1"); err != nil {
+		return cl, err
+	}
+	if cl.pd, err = cl.dev.AllocPD(); err != nil {
+		return cl, err
+	}
+	if cl.pool, err = rdmarpc.NewPool(cl.pd, rdmarpc.PoolConfig{MaxBytes: 1 << 30}); err != nil {
+		return cl, err
+	}
+	start := time.Now()
+	defer func() { cl.setup = time.Since(start) }()
+	cfg := rdmarpc.RequesterConfig{Pool: cl.pool, Credits: inflight + 2, InlineRecv: 1024, InlineSend: 1024}
+	for i := range n {
+		t, err := nfsclient.DialRDMA(ctx, cl.dev, addr, cfg)
+		if err != nil {
+			return cl, fmt.Errorf("connection %d: %w", i, err)
+		}
+		cl.trs = append(cl.trs, t)
+	}
+	return cl, nil
+}
+
+func (cl *connsClients) close() {
+	for _, t := range cl.trs {
+		t.Close()
+	}
+	if cl.pool != nil {
+		cl.pool.Close()
+	}
+	if cl.pd != nil {
+		cl.pd.Close()
+	}
+	if cl.dev != nil {
+		cl.dev.Close()
+	}
+}
+
+// load keeps inflight GETATTRs of root in flight on every connection
+// for d, counting into r, and returns how long it ran.
+func (cl *connsClients) load(ctx context.Context, root []byte, inflight int, d time.Duration, r *connsResult) time.Duration {
+	ctx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	var ops, errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, t := range cl.trs {
+		c := &nfsclient.V3{T: t}
+		for range inflight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if _, err := c.Getattr(ctx, root); err != nil {
+						if ctx.Err() == nil {
+							errs.Add(1)
+						}
+						return
+					}
+					ops.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	r.Ops, r.Errors = ops.Load(), errs.Load()
+	return time.Since(start)
+}
+
+// gatewayMemory fills r's memory figures: RSS from /proc, registered
+// bytes, heap and goroutines from the gateway's metrics.
+func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return err
+	}
+	r.RSSMiB = procStatusKiB(st, "VmRSS:") / 1024
+	r.PeakRSSMiB = procStatusKiB(st, "VmHWM:") / 1024
+	m, err := fetchMetrics(metricsAddr)
+	if err != nil {
+		return err
+	}
+	r.RecvMiB = m[metricname.RecvPoolBytesRegistered] / (1 << 20)
+	r.RegisteredMiB = m[metricname.PoolBytesRegistered]/(1<<20) + r.RecvMiB
+	r.HeapMiB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
+	r.Goroutines = m["go_goroutines"]
+	return nil
+}
+
+// procStatusKiB is the value of a "Name:   N kB" line of
+// /proc/<pid>/status (0 if absent).
+func procStatusKiB(status []byte, name string) float64 {
+	s := bufio.NewScanner(bytes.NewReader(status))
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), name); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// fetchMetrics reads a gateway's /metrics: each sample by its name, the
+// samples of one name (label sets) summed.
+func fetchMetrics(metricsAddr string) (map[string]float64, error) {
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	m := make(map[string]float64)
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(line[:i], "{")
+		if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[name] += f
+		}
+	}
+	return m, s.Err()
+}
+
+// fetchProfile writes a gateway profile (heap, goroutine...) to file.
+func fetchProfile(metricsAddr, name, file string) error {
+	c := &http.Client{Timeout: 60 * time.Second}
+	resp, err := c.Get("http://" + metricsAddr + "/debug/pprof/" + name)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}
+
+func printConnsTable(w io.Writer, rs []connsResult) {
+	fmt.Fprintf(w, "%6s %4s %9s %10s %9s %9s %9s %9s %9s %8s %8s %6s\n",
+		"conns", "run", "ops/s", "gw_us/op", "gw_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%6d %4d %9.0f %10.1f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
+			r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
+	}
+}

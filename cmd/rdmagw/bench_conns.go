@@ -46,7 +46,8 @@ type connsOptions struct {
 	credits  int
 	repeat   int
 	json     bool
-	profile  string // directory for the gateway's CPU and heap profiles
+	profile  string   // directory for the gateway's CPU and heap profiles
+	bins     []string // the gateway programs compared ("": this one)
 }
 
 func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
@@ -61,9 +62,11 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	fs.IntVar(&o.repeat, "repeat", 1, "run the list of cases this many times, alternating")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
 	fs.StringVar(&o.profile, "profile", "", "write the gateway's CPU profile of the load and heap profile after it to this directory (cpu-N-R.prof, heap-N-R.prof)")
+	bins := fs.String("gateway-bin", "", "the rdmagw programs run as the gateway, a list alternates them within each run (default: this one), e.g. old,new")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.bins = strings.Split(*bins, ",")
 	var err error
 	if o.conns, err = parseConcurrency(*conns); err != nil {
 		return nil, fmt.Errorf("-conns: %w", err)
@@ -83,6 +86,7 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 type connsResult struct {
 	Conns         int     `json:"conns"`
 	Run           int     `json:"run"`
+	Gateway       string  `json:"gateway_bin,omitempty"`
 	SetupSeconds  float64 `json:"setup_seconds"` // connecting all clients
 	Ops           int64   `json:"ops"`
 	OpsPerSec     float64 `json:"ops_per_sec"`
@@ -151,13 +155,15 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 	var results []connsResult
 	for run := 1; run <= o.repeat; run++ {
 		for _, n := range o.conns {
-			r, err := runConnsCase(o, dir, memAddr, n, run)
-			if err != nil {
-				return results, fmt.Errorf("%d connections (run %d): %w", n, run, err)
+			for _, bin := range o.bins {
+				r, err := runConnsCase(o, dir, memAddr, n, run, bin)
+				if err != nil {
+					return results, fmt.Errorf("%d connections (run %d, %s): %w", n, run, bin, err)
+				}
+				fmt.Fprintf(progress, "  %d conns run %d %s: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
+					n, run, bin, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
+				results = append(results, r)
 			}
-			fmt.Fprintf(progress, "  %d conns run %d: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
-				n, run, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
-			results = append(results, r)
 		}
 	}
 	return results, nil
@@ -174,10 +180,14 @@ connections:
   max_per_address: 0
 `
 
-// runConnsCase starts a gateway, connects n clients to it, loads them
-// and measures the gateway.
-func runConnsCase(o *connsOptions, dir, memAddr string, n, run int) (connsResult, error) {
-	r := connsResult{Conns: n, Run: run}
+// runConnsCase starts a gateway (program bin, "" this one), connects n
+// clients to it, loads them and measures the gateway.
+func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) (connsResult, error) {
+	r := connsResult{Conns: n, Run: run, Gateway: bin}
+	if bin != "" {
+		benchExecutable = func() (string, error) { return bin, nil }
+		defer func() { benchExecutable = os.Executable }()
+	}
 	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, n+16)
 	p, addr, metrics, err := startGatewayProcess(dir, memAddr, extra)
 	if err != nil {
@@ -198,7 +208,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int) (connsResult
 	}
 	prof := make(chan error, 1)
 	if o.profile != "" {
-		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d.prof", n, run))
+		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(bin)))
 		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
 	}
 	cpu0, err := procCPU(p.pid())
@@ -220,9 +230,17 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int) (connsResult
 		if err := <-prof; err != nil {
 			return r, err
 		}
-		return r, fetchProfile(metrics, "heap", filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d.prof", n, run)))
+		return r, fetchProfile(metrics, "heap", filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(bin))))
 	}
 	return r, nil
+}
+
+// profSuffix tells apart the profiles of gateway programs.
+func profSuffix(bin string) string {
+	if bin == "" {
+		return ""
+	}
+	return "-" + filepath.Base(bin)
 }
 
 // connsClients are the n client connections on one pure-Go device and
@@ -384,10 +402,14 @@ func fetchProfile(metricsAddr, name, file string) error {
 }
 
 func printConnsTable(w io.Writer, rs []connsResult) {
-	fmt.Fprintf(w, "%6s %4s %9s %10s %9s %9s %9s %9s %9s %8s %8s %6s\n",
-		"conns", "run", "ops/s", "gw_us/op", "gw_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
+	fmt.Fprintf(w, "%-16s %6s %4s %9s %10s %9s %9s %9s %9s %9s %8s %8s %6s\n",
+		"gateway", "conns", "run", "ops/s", "gw_us/op", "gw_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%6d %4d %9.0f %10.1f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
-			r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
+		bin := r.Gateway
+		if bin == "" {
+			bin = "this"
+		}
+		fmt.Fprintf(w, "%-16s %6d %4d %9.0f %10.1f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
+			filepath.Base(bin), r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
 	}
 }

@@ -9,13 +9,18 @@ import (
 	"github.com/rdmagw/rdmagw/verbs"
 )
 
-// cq is a completion queue: a fixed ring of WCs. Producers (connection
-// goroutines) wait for room when it is full, so no completion is ever
-// dropped; Wait parks the consumer on a one-slot notification channel.
+// cq is a completion queue: a ring of WCs that holds up to depth.
+// Producers (connection goroutines) wait for room when it is full, so no
+// completion is ever dropped; Wait parks the consumer on a one-slot
+// notification channel. The ring starts small and doubles when a push
+// finds it full (grow), up to depth, and never shrinks: a CQ sized for
+// every credit but mostly near empty (rdmarpc's 712 entries per
+// connection) holds only what it has needed.
 type cq struct {
 	mu     sync.Mutex
 	room   *sync.Cond
 	ring   []verbs.WC
+	depth  int
 	head   int
 	n      int
 	notify chan struct{}
@@ -27,7 +32,7 @@ func (d *device) CreateCQ(depth int) (verbs.CQ, error) {
 	if depth <= 0 {
 		return nil, fmt.Errorf("iwarp: CQ depth %d", depth)
 	}
-	c := &cq{ring: make([]verbs.WC, depth), notify: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &cq{ring: make([]verbs.WC, min(depth, cqInitialRing)), depth: depth, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	c.room = sync.NewCond(&c.mu)
 	return c, nil
 }
@@ -37,7 +42,7 @@ func (d *device) CreateCQ(depth int) (verbs.CQ, error) {
 func (c *cq) push(wcs []verbs.WC) bool {
 	c.mu.Lock()
 	for i := range wcs {
-		for c.n == len(c.ring) && !c.closed {
+		for c.n == len(c.ring) && !c.closed && !c.grow() {
 			c.room.Wait()
 		}
 		if c.closed {
@@ -52,6 +57,23 @@ func (c *cq) push(wcs []verbs.WC) bool {
 	case c.notify <- struct{}{}:
 	default:
 	}
+	return true
+}
+
+// cqInitialRing is the ring a CQ starts with.
+const cqInitialRing = 32
+
+// grow doubles a full ring, up to depth, keeping the completions in
+// order; false if it is at depth already. Caller holds c.mu.
+func (c *cq) grow() bool {
+	if len(c.ring) >= c.depth {
+		return false
+	}
+	r := make([]verbs.WC, min(2*len(c.ring), c.depth))
+	for i := range c.n {
+		r[i] = c.ring[(c.head+i)%len(c.ring)]
+	}
+	c.ring, c.head = r, 0
 	return true
 }
 

@@ -88,13 +88,15 @@ type conn struct {
 	mu    sync.Mutex
 	state int
 	err   error
-	sq    []sqEntry
-	// sqSGL[i] is slot i's own SGE array, made when the slot first holds
-	// a request with that many SGEs (not MaxSendWR x MaxSGE up front:
-	// 286 KiB per connection at rdmarpc's sizing, 1,000 connections
-	// 280 MB, nearly all never used); reused, so steady state allocates
-	// nothing.
-	sqSGL   [][]verbs.SGE
+	// The send queue: sqDepth slots (ConnOptions.MaxSendWR), slot
+	// seq % sqDepth in chunk sq[slot/sqChunkLen], a chunk made when a
+	// request first lands in it and kept (never freed while the queue
+	// lives; entries never move, so a *sqEntry stays valid). A queue
+	// sized for many credits but mostly idle holds a chunk or two, not
+	// MaxSendWR entries (rdmarpc's 560: 37 KB per connection, 1,000
+	// connections 37 MB of pointer-rich memory the GC scans).
+	sq      []*sqChunk
+	sqDepth uint64
 	sqHead  uint64 // oldest unretired
 	sqSent  uint64 // next to transmit
 	sqTail  uint64 // next free
@@ -149,11 +151,12 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, 
 	} else {
 		c.rq = rq
 	}
-	c.sq = make([]sqEntry, o.MaxSendWR)
-	c.sqSGL = make([][]verbs.SGE, o.MaxSendWR)
+	c.sqDepth = uint64(o.MaxSendWR)
+	c.sq = make([]*sqChunk, (o.MaxSendWR+sqChunkLen-1)/sqChunkLen)
 	c.orq = make([]orqEntry, max(neg.ord, 1))
 	c.irq = make([]irqEntry, max(neg.ird, 1))
-	c.wcTmp = make([]verbs.WC, 0, o.MaxSendWR+1)
+	// c.wcTmp grows with the largest batch of completions retired at
+	// once (append), then is reused: steady state allocates nothing.
 	c.txMSN = [3]uint32{1, 1, 1}
 	c.completeTx = d.cfg.CompleteOnTransmit
 	c.inlineTx = d.cfg.InlineTransmit
@@ -205,7 +208,38 @@ func (c *conn) kick() {
 	default:
 	}
 }
-func (c *conn) sqAt(seq uint64) *sqEntry { return &c.sq[seq%uint64(len(c.sq))] }
+// sqChunkLen is how many send queue slots are made at a time.
+const sqChunkLen = 16
+
+// sqChunk is sqChunkLen send queue slots and their SGE arrays: sgl[i] is
+// slot i's own, made when the slot first holds a request with that many
+// SGEs (not MaxSendWR x MaxSGE up front) and reused.
+type sqChunk struct {
+	e   [sqChunkLen]sqEntry
+	sgl [sqChunkLen][]verbs.SGE
+}
+
+// sqAt is the entry of a posted sequence number (its chunk exists).
+func (c *conn) sqAt(seq uint64) *sqEntry {
+	i := seq % c.sqDepth
+	return &c.sq[i/sqChunkLen].e[i%sqChunkLen]
+}
+
+// sqSlot makes seq's slot ready for a request of nsge SGEs and returns
+// it with its SGE storage. Caller holds c.mu.
+func (c *conn) sqSlot(seq uint64, nsge int) (*sqEntry, []verbs.SGE) {
+	i := seq % c.sqDepth
+	ch := c.sq[i/sqChunkLen]
+	if ch == nil {
+		ch = new(sqChunk)
+		c.sq[i/sqChunkLen] = ch
+	}
+	j := i % sqChunkLen
+	if cap(ch.sgl[j]) < nsge {
+		ch.sgl[j] = make([]verbs.SGE, nsge)
+	}
+	return &ch.e[j], ch.sgl[j][:nsge]
+}
 
 func (c *conn) Err() error {
 	c.mu.Lock()
@@ -241,18 +275,14 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 		c.mu.Unlock()
 		return verbs.ErrNotConnected
 	}
-	if int(c.sqTail-c.sqHead)+k > len(c.sq) {
+	if c.sqTail-c.sqHead+uint64(k) > c.sqDepth {
 		c.mu.Unlock()
 		return verbs.ErrQueueFull
 	}
 	for w := wr; w != nil; w = w.Next {
 		seq := c.sqTail
-		e := c.sqAt(seq)
-		i := int(seq % uint64(len(c.sq)))
-		if cap(c.sqSGL[i]) < len(w.SGL) {
-			c.sqSGL[i] = make([]verbs.SGE, len(w.SGL))
-		}
-		*e = sqEntry{id: w.ID, op: w.Op, signal: w.Signal, sgl: c.sqSGL[i][:len(w.SGL)],
+		e, sgl := c.sqSlot(seq, len(w.SGL))
+		*e = sqEntry{id: w.ID, op: w.Op, signal: w.Signal, sgl: sgl,
 			remoteAddr: w.RemoteAddr, rkey: w.RKey, invRKey: w.InvalidateRKey}
 		copy(e.sgl, w.SGL)
 		for j := range e.sgl {

@@ -208,6 +208,7 @@ func (c *conn) kick() {
 	default:
 	}
 }
+
 // sqChunkLen is how many send queue slots are made at a time.
 const sqChunkLen = 16
 

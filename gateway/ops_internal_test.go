@@ -47,3 +47,22 @@ func TestAliveSeesAWedge(t *testing.T) {
 		t.Fatal("stuck accept loop not seen")
 	}
 }
+
+// Any finds a client the predicate holds for, and none once it left.
+func TestClientTableAny(t *testing.T) {
+	var tb ClientTable
+	a, b := &wedgedClient{}, &wedgedClient{}
+	is := func(want LiveClient) func(LiveClient) bool { return func(c LiveClient) bool { return c == want } }
+	if tb.Any(is(a)) {
+		t.Fatal("Any on an empty table")
+	}
+	tb.Add(a, func() {})
+	tb.Add(b, func() {})
+	if !tb.Any(is(b)) || !tb.Any(is(a)) {
+		t.Fatal("Any missed a client in the table")
+	}
+	tb.Remove(b)
+	if tb.Any(is(b)) {
+		t.Fatal("Any found a client that left")
+	}
+}

@@ -287,12 +287,10 @@ func (f *Gateway) startSession(s *session, rc *rdmarpc.ResponderConn, cfg *gatew
 // transportEnding reports whether a session of client id is still
 // served although its RDMA transport has ended (park.go: claim).
 func (f *Gateway) transportEnding(id string) bool {
-	for _, c := range f.clients.List() {
-		if s, ok := c.(*session); ok && clientIdentity(s.peer) == id && s.rc.TransportEnded() {
-			return true
-		}
-	}
-	return false
+	return f.clients.Any(func(c gateway.LiveClient) bool {
+		s, ok := c.(*session)
+		return ok && s.rc.TransportEnded() && clientIdentity(s.peer) == id
+	})
 }
 
 // peerIP is a connection request's source IP (the zero Addr if it has

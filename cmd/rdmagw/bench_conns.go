@@ -230,7 +230,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) 
 		if err := <-prof; err != nil {
 			return r, err
 		}
-		return r, fetchProfile(metrics, "heap", filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(bin))))
+		return r, fetchProfile(metrics, "heap", 0, filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(bin))))
 	}
 	return r, nil
 }
@@ -384,21 +384,6 @@ func fetchMetrics(metricsAddr string) (map[string]float64, error) {
 		}
 	}
 	return m, s.Err()
-}
-
-// fetchProfile writes a gateway profile (heap, goroutine...) to file.
-func fetchProfile(metricsAddr, name, file string) error {
-	c := &http.Client{Timeout: 60 * time.Second}
-	resp, err := c.Get("http://" + metricsAddr + "/debug/pprof/" + name)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(file, body, 0o644)
 }
 
 func printConnsTable(w io.Writer, rs []connsResult) {

@@ -297,18 +297,24 @@ func stopAll(ps []*benchProc) {
 // fetchCPUProfile takes a CPU profile of secs seconds from a gateway's
 // profiler (metrics.pprof on metricsAddr) and writes it to file.
 func fetchCPUProfile(metricsAddr string, secs int, file string) error {
-	c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
-	r, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddr, secs))
+	return fetchProfile(metricsAddr, fmt.Sprintf("profile?seconds=%d", secs), time.Duration(secs)*time.Second, file)
+}
+
+// fetchProfile writes the profile name (heap, profile?seconds=N...) of
+// a gateway's profiler to file; it may take d to gather.
+func fetchProfile(metricsAddr, name string, d time.Duration, file string) error {
+	c := &http.Client{Timeout: d + 30*time.Second}
+	r, err := c.Get("http://" + metricsAddr + "/debug/pprof/" + name)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
 	defer r.Body.Close()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("profile %s: %w", name, err)
 	}
 	if r.StatusCode != http.StatusOK {
-		return fmt.Errorf("CPU profile: %s: %s (is metrics.pprof on?)", r.Status, tail(body, 200))
+		return fmt.Errorf("profile %s: %s: %s (is metrics.pprof on?)", name, r.Status, tail(body, 200))
 	}
 	return os.WriteFile(file, body, 0o644)
 }

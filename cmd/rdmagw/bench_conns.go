@@ -92,6 +92,7 @@ type connsResult struct {
 	OpsPerSec     float64 `json:"ops_per_sec"`
 	CPUPerOpUs    float64 `json:"gateway_cpu_us_per_op"`
 	CPUCores      float64 `json:"gateway_cpu_cores"` // CPU seconds per second of load
+	ClientCores   float64 `json:"client_cpu_cores"`  // the same of this process (the clients)
 	RSSMiB        float64 `json:"gateway_rss_mib"`
 	PeakRSSMiB    float64 `json:"gateway_peak_rss_mib"`
 	RegisteredMiB float64 `json:"gateway_registered_mib"` // data pool + receive pool
@@ -206,16 +207,21 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) 
 	if err != nil {
 		return r, err
 	}
+	if err := cl.warm(ctx, root, o.inflight); err != nil {
+		return r, err
+	}
 	prof := make(chan error, 1)
 	if o.profile != "" {
 		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(bin)))
 		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
 	}
+	self0, _ := procCPU(os.Getpid())
 	cpu0, err := procCPU(p.pid())
 	if err != nil {
 		return r, err
 	}
 	el := cl.load(ctx, root, o.inflight, o.duration, &r)
+	self1, _ := procCPU(os.Getpid())
 	cpu1, err := procCPU(p.pid())
 	if err != nil {
 		return r, err
@@ -223,6 +229,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) 
 	r.OpsPerSec = float64(r.Ops) / el.Seconds()
 	r.CPUPerOpUs = float64((cpu1 - cpu0).Microseconds()) / float64(max(r.Ops, 1))
 	r.CPUCores = (cpu1 - cpu0).Seconds() / el.Seconds()
+	r.ClientCores = (self1 - self0).Seconds() / el.Seconds()
 	if err := gatewayMemory(p.pid(), metrics, &r); err != nil {
 		return r, err
 	}
@@ -271,19 +278,50 @@ func dialConnsClients(ctx context.Context, addr string, n, inflight int) (*conns
 	start := time.Now()
 	defer func() { cl.setup = time.Since(start) }()
 	cfg := rdmarpc.RequesterConfig{Pool: cl.pool, Credits: inflight + 2, InlineRecv: 1024, InlineSend: 1024}
-	for i := range n {
-		t, err := nfsclient.DialRDMA(ctx, cl.dev, addr, cfg)
-		if err != nil {
-			return cl, fmt.Errorf("connection %d: %w", i, err)
-		}
-		cl.trs = append(cl.trs, t)
+	cl.trs = make([]*nfsclient.RDMA, n)
+	next := make(chan int)
+	errs := make(chan error, connsDialers)
+	var wg sync.WaitGroup
+	for range connsDialers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t, err := nfsclient.DialRDMA(ctx, cl.dev, addr, cfg)
+				if err != nil {
+					errs <- fmt.Errorf("connection %d: %w", i, err)
+					return
+				}
+				cl.trs[i] = t
+			}
+		}()
 	}
-	return cl, nil
+dial:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break dial
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil && len(errs) > 0 {
+		err = <-errs
+	}
+	return cl, err
 }
+
+// connsDialers is how many connections the clients set up at once (the
+// gateway accepts them one at a time; a few at once keep its accept loop
+// busy rather than measuring one round trip after another).
+const connsDialers = 8
 
 func (cl *connsClients) close() {
 	for _, t := range cl.trs {
-		t.Close()
+		if t != nil {
+			t.Close()
+		}
 	}
 	if cl.pool != nil {
 		cl.pool.Close()
@@ -293,6 +331,36 @@ func (cl *connsClients) close() {
 	}
 	if cl.dev != nil {
 		cl.dev.Close()
+	}
+}
+
+// warm sends inflight GETATTRs of root at once on every connection and
+// waits for them: what each connection makes on its first calls (on
+// both sides) is made before the measured load, not during it.
+func (cl *connsClients) warm(ctx context.Context, root []byte, inflight int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for _, t := range cl.trs {
+		c := &nfsclient.V3{T: t}
+		for range inflight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Getattr(ctx, root); err != nil {
+					select {
+					case errs <- fmt.Errorf("warm-up GETATTR: %w", err):
+					default:
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
 	}
 }
 
@@ -387,14 +455,14 @@ func fetchMetrics(metricsAddr string) (map[string]float64, error) {
 }
 
 func printConnsTable(w io.Writer, rs []connsResult) {
-	fmt.Fprintf(w, "%-16s %6s %4s %9s %10s %9s %9s %9s %9s %9s %8s %8s %6s\n",
-		"gateway", "conns", "run", "ops/s", "gw_us/op", "gw_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
+	fmt.Fprintf(w, "%-16s %6s %4s %9s %10s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n",
+		"gateway", "conns", "run", "ops/s", "gw_us/op", "gw_cores", "cli_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
 	for _, r := range rs {
 		bin := r.Gateway
 		if bin == "" {
 			bin = "this"
 		}
-		fmt.Fprintf(w, "%-16s %6d %4d %9.0f %10.1f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
-			filepath.Base(bin), r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
+		fmt.Fprintf(w, "%-16s %6d %4d %9.0f %10.1f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
+			filepath.Base(bin), r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
 	}
 }

@@ -161,3 +161,84 @@ func noCRC(c Config) Config          { c.DisableCRC = true; return c }
 func BenchmarkTCPRaw1M(b *testing.B) { benchTCP(b, 1<<20) }
 
 var benchCfg = Config{}
+
+// TCP with the RDMA benchmarks' window, both directions through the
+// kernel: the fair yardstick for the windowed and one-at-a-time cases
+// (benchTCP streams with no window and no answers at all). Push is an RDMA
+// Write's pattern: size bytes out, a one-byte answer back per message.
+// Pull is an RDMA Read's: a 28-byte request (an RDMA Read Request's
+// payload) out, size bytes back. Each side writes everything it may in
+// one call and reads through a 64 KiB buffer, as a tuned TCP requester and
+// responder would.
+func BenchmarkTCPPush4K(b *testing.B)    { benchTCPWindow(b, 4<<10, 1, benchWindow) }
+func BenchmarkTCPPull4K(b *testing.B)    { benchTCPWindow(b, readReqLen, 4<<10, benchWindow) }
+func BenchmarkTCPPush1M(b *testing.B)    { benchTCPWindow(b, 1<<20, 1, benchWindow) }
+func BenchmarkTCPPull1M(b *testing.B)    { benchTCPWindow(b, readReqLen, 1<<20, benchWindow) }
+func BenchmarkTCPPush4KOne(b *testing.B) { benchTCPWindow(b, 4<<10, 1, 1) }
+func BenchmarkTCPPull4KOne(b *testing.B) { benchTCPWindow(b, readReqLen, 4<<10, 1) }
+
+// benchTCPWindow keeps window requests of req bytes outstanding, each
+// answered with resp bytes; the larger of the two is the payload counted.
+func benchTCPWindow(b *testing.B, req, resp, window int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tcpAnswer(c, req, resp, window)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	out := make([]byte, req*window)
+	in := make([]byte, max(64<<10, resp))
+	b.SetBytes(int64(max(req, resp)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	posted, completed, got := 0, 0, 0
+	for completed < b.N {
+		if k := min(b.N-posted, window-(posted-completed)); k > 0 {
+			if _, err := c.Write(out[:k*req]); err != nil {
+				b.Fatal(err)
+			}
+			posted += k
+		}
+		n, err := c.Read(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got += n
+		completed += got / resp
+		got %= resp
+	}
+}
+
+// tcpAnswer is benchTCPWindow's responder: resp bytes for every req bytes
+// read, written together for all requests one read brought.
+func tcpAnswer(c net.Conn, req, resp, window int) {
+	in := make([]byte, max(64<<10, req))
+	out := make([]byte, resp*window)
+	got := 0
+	for {
+		n, err := c.Read(in)
+		if err != nil {
+			return
+		}
+		got += n
+		k := got / req
+		got %= req
+		if k > 0 {
+			if _, err := c.Write(out[:k*resp]); err != nil {
+				return
+			}
+		}
+	}
+}

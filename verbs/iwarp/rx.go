@@ -14,23 +14,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The receive side: one goroutine per connection reads each FPDU's length
-// and DDP header into a small buffer, checks them, and reads the payload
-// straight from the socket into its destination (the registered region an
-// STag names, the SGL of a posted receive or of an RDMA Read), then checks
-// the CRC over the placed bytes. Any violation is answered with a
-// Terminate naming the offending segment.
+// The receive side: one goroutine per connection reads the stream through
+// a receive buffer, several FPDUs per system call: each FPDU's length and
+// DDP header is checked, its payload copied into its destination (the
+// registered region an STag names, the SGL of a posted receive or of an
+// RDMA Read), then the CRC is checked over the placed bytes. A payload the
+// buffer does not hold is read straight from the socket into its
+// destination, with the buffer behind it in the same readv. Any violation
+// is answered with a Terminate naming the offending segment.
 
-// rxBufLen is the receive buffer: headers, trailers and payloads shorter
-// than it are read through it, several FPDUs per system call; longer
-// payloads are read straight from the socket into their destination.
-const rxBufLen = 16 << 10
+// The receive buffer starts at rxBufLen and grows once to rxBulkLen when
+// the stream shows bulk traffic (a payload of rxBufLen or more, or a read
+// that filled the buffer). Bulk reads then take what the socket holds,
+// several 64 KiB FPDUs per system call, instead of stopping at each
+// payload's end: every read the receiver makes sends the peer a window
+// update, whose processing transmits the peer's queued data in the
+// receiver's system call, so fewer, larger reads cost the pair less
+// kernel time per byte (Read/Write 1 MiB without CRC: 35 reads per MiB
+// became 10, CPU per op -10%; wire.md) than the one copy out of the buffer
+// they add. A connection that only carries small messages keeps the small
+// buffer.
+const (
+	rxBufLen  = 16 << 10
+	rxBulkLen = 128 << 10
+)
 
 var errStop = errors.New("iwarp: receive stopped")
 
 type rxState struct {
 	c     *conn
-	buf   [rxBufLen]byte
+	buf   []byte // rxBufLen, then rxBulkLen (grow)
 	r, w  int
 	hdr   [fpduLenField + ddpUntaggedLen]byte
 	trl   [3 + fpduCRCLen]byte
@@ -46,8 +59,7 @@ type rxState struct {
 	// wantTx: this goroutine queued Read Responses; startTx hands them
 	// over before it next waits.
 	wantTx bool
-	// readDirect's readv: the destination and the buffer's first rxAhead
-	// bytes.
+	// readDirect's readv: the destination and the buffer.
 	iov     [2]unix.Iovec
 	rawN    int
 	rawErr  error
@@ -59,25 +71,30 @@ type rxState struct {
 
 func (x *rxState) init(c *conn) {
 	x.c = c
+	x.buf = make([]byte, rxBufLen)
 	x.msn = [3]uint32{1, 1, 1}
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
 	x.rawRead = x.readvRaw
 }
 
-// readFull fills p from the buffer and then from the socket: a p of
-// rxBufLen or more straight into p (readDirect), a shorter one through the
-// buffer.
+// readFull fills p from the buffer and then from the socket: the rest of
+// a p of rxBufLen or more straight into p (readDirect), a shorter one
+// through the buffer.
 func (x *rxState) readFull(p []byte) error {
 	n := copy(p, x.buf[x.r:x.w])
 	x.r += n
 	p = p[n:]
 	if len(p) >= rxBufLen {
+		x.grow()
 		return x.readDirect(p)
 	}
 	for len(p) > 0 {
 		x.startTx()
-		m, err := x.c.tc.Read(x.buf[:])
+		if x.w == len(x.buf) {
+			x.grow() // the last read filled it (the buffer is drained here)
+		}
+		m, err := x.c.tc.Read(x.buf)
 		x.w = m
 		k := copy(p, x.buf[:m])
 		x.r = k
@@ -89,21 +106,24 @@ func (x *rxState) readFull(p []byte) error {
 	return nil
 }
 
-// rxAhead is what a direct read takes beyond its destination: the
-// trailer and the next FPDU's header, and a short control FPDU or two,
-// without pulling much of the next payload through the buffer (where it
-// would be copied once more).
-const rxAhead = 512
+// grow gives the buffer its bulk size (once). Called only with the
+// buffer drained.
+func (x *rxState) grow() {
+	if len(x.buf) < rxBulkLen {
+		x.buf = make([]byte, rxBulkLen)
+	}
+}
 
 // readDirect fills p, which the buffer has nothing more for, with readv
-// calls into p and the first rxAhead bytes of the buffer.
+// calls into p and the buffer: what the socket holds beyond p (the
+// trailer, the next FPDUs) lands in the buffer in the same call.
 func (x *rxState) readDirect(p []byte) error {
 	x.r, x.w = 0, 0
 	for len(p) > 0 {
 		x.iov[0] = unix.Iovec{Base: unsafe.SliceData(p)}
 		x.iov[0].SetLen(len(p))
-		x.iov[1] = unix.Iovec{Base: &x.buf[0]}
-		x.iov[1].SetLen(rxAhead)
+		x.iov[1] = unix.Iovec{Base: unsafe.SliceData(x.buf)}
+		x.iov[1].SetLen(len(x.buf))
 		x.startTx()
 		x.rawN, x.rawErr = 0, nil
 		if err := x.c.rc.Read(x.rawRead); err != nil {

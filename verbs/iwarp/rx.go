@@ -67,6 +67,7 @@ type rxState struct {
 	// staleCRC counts FPDUs of stale data for our zero-length Reads whose
 	// CRC did not match (dropped all the same; see readResponse).
 	staleCRC atomic.Uint64
+	bulk     atomic.Bool // the buffer has grown (for tests: buf is rx's own)
 }
 
 func (x *rxState) init(c *conn) {
@@ -111,6 +112,7 @@ func (x *rxState) readFull(p []byte) error {
 func (x *rxState) grow() {
 	if len(x.buf) < rxBulkLen {
 		x.buf = make([]byte, rxBulkLen)
+		x.bulk.Store(true)
 	}
 }
 

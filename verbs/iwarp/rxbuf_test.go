@@ -1,0 +1,81 @@
+package iwarp
+
+import (
+	"testing"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// The receive buffer stays small on a connection that carries only small
+// messages and grows to its bulk size with the first large payload;
+// everything placed across the change, and through the buffer and the
+// direct reads that follow (FPDU boundaries anywhere in a read), arrives
+// byte for byte.
+func TestRxBufferGrowsOnBulk(t *testing.T) {
+	cli, srv := pair(t, Config{}, "")
+	sx, cx := &srv.conn.(*conn).rx, &cli.conn.(*conn).rx
+	remote := srv.mem(t, 3<<20, allAccess)
+	rbuf := srv.mem(t, 64<<10, verbs.AccessLocalWrite)
+	local := cli.mem(t, 4<<20, allAccess)
+	fill(local.Bytes(), 0x3c)
+	send := func(n int) { // its completion orders what rx did before it
+		t.Helper()
+		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: 7, SGL: []verbs.SGE{{Buf: rbuf.Bytes(), LKey: rbuf.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: 7, Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: local.Bytes()[:n], LKey: local.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, wait(t, cli.scq), verbs.OpSend, verbs.StatusSuccess)
+		wc := wait(t, srv.rcq)
+		expectStatus(t, wc, verbs.OpRecv, verbs.StatusSuccess)
+		if wc.ByteLen != n {
+			t.Fatalf("received %d bytes, sent %d", wc.ByteLen, n)
+		}
+		sameBytes(t, rbuf.Bytes()[:n], local.Bytes()[:n])
+	}
+	for range 8 {
+		send(1000)
+	}
+	if sx.bulk.Load() {
+		t.Fatal("the receive buffer grew for small Sends")
+	}
+
+	// One burst: Writes of odd sizes around a 1 MiB one, and Sends.
+	var first *verbs.SendWR
+	next := &first
+	off := 0
+	for i, n := range []int{1, 4093, 70001, 1 << 20, 3, 65536 + 17, 16<<10 - 1, 16 << 10, 131073} {
+		wr := &verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[off : off+n], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr() + uint64(off), RKey: remote.RKey()}
+		*next, next = wr, &wr.Next
+		off += n
+	}
+	if err := cli.conn.PostSend(first); err != nil {
+		t.Fatal(err)
+	}
+	for wr := first; wr != nil; wr = wr.Next {
+		expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
+	}
+	sameBytes(t, remote.Bytes()[:off], local.Bytes()[:off])
+	send(60 << 10)
+	if !sx.bulk.Load() {
+		t.Fatal("the receive buffer did not grow for a 1 MiB Write")
+	}
+	send(5)
+
+	// And Read Responses into the requester's buffer.
+	const readLen, at = 1<<20 + 5, 7
+	sink := local.Bytes()[2<<20 : 2<<20+readLen]
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 99, Op: verbs.OpRDMARead, Signal: true,
+		SGL: []verbs.SGE{{Buf: sink, LKey: local.LKey()}}, RemoteAddr: remote.Addr() + at, RKey: remote.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, wait(t, cli.scq), verbs.OpRDMARead, verbs.StatusSuccess)
+	sameBytes(t, sink, local.Bytes()[at:at+readLen])
+	if !cx.bulk.Load() {
+		t.Fatal("the requester's receive buffer did not grow for a 1 MiB Read")
+	}
+}

@@ -615,11 +615,11 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim)
 	var rh oncrpc.ReplyHeader
 	for {
-		head, err := s.nextReply(rr, done)
+		head, at, err := s.nextReply(rr, done)
 		if err != nil {
 			return err
 		}
-		if err := s.takeReply(rr, rb, head, &rh, done); err != nil {
+		if err := s.takeReply(rr, rb, head, at, &rh, done); err != nil {
 			return err
 		}
 	}
@@ -638,26 +638,27 @@ func (s *session) replyReader(conn *net.TCPConn) *tcprpc.RecordReader {
 }
 
 // nextReply starts the next record and peeks at its head (up to the
-// largest RPC reply header); a record too short for an RPC reply is
-// skipped. An error ends the connection.
-func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]byte, error) {
+// largest RPC reply header), and says when the record started; a record
+// too short for an RPC reply is skipped. An error ends the connection.
+func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]byte, time.Time, error) {
 	for {
 		if err := rr.Next(); err != nil {
 			if s.be.paused.Load() {
-				return nil, errPaused
+				return nil, time.Time{}, errPaused
 			}
 			if errors.Is(err, io.EOF) {
-				return nil, errors.New("backend closed the connection")
+				return nil, time.Time{}, errors.New("backend closed the connection")
 			}
 			s.met.BackendReadFailed(err)
 			s.replyTooLarge(rr, err)
-			return nil, fmt.Errorf("read reply: %w", err)
+			return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
 		}
-		s.be.lastRecv.Store(time.Now().UnixNano())
+		at := time.Now()
+		s.be.lastRecv.Store(at.UnixNano())
 		head, err := rr.Peek(oncrpc.MaxReplyHeader)
 		if err != nil && err != io.EOF {
 			if s.be.paused.Load() {
-				return nil, errPaused
+				return nil, time.Time{}, errPaused
 			}
 			s.met.BackendReadFailed(err)
 			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
@@ -665,10 +666,10 @@ func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]by
 					s.replyBroken(pc, done, err)
 				}
 			}
-			return nil, fmt.Errorf("read reply: %w", err)
+			return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
 		}
 		if len(head) >= 4 {
-			return head, nil
+			return head, at, nil
 		}
 		s.met.BackendError("protocol")
 		s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
@@ -679,7 +680,7 @@ func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]by
 // callback from the server, the reply to a ping, or the reply to a call
 // (relayReply); a reply for no call is dropped. An error ends the
 // connection.
-func (s *session) takeReply(rr *tcprpc.RecordReader, rb *replyBuilder, head []byte, rh *oncrpc.ReplyHeader, done <-chan struct{}) error {
+func (s *session) takeReply(rr *tcprpc.RecordReader, rb *replyBuilder, head []byte, at time.Time, rh *oncrpc.ReplyHeader, done <-chan struct{}) error {
 	// The server's callbacks (NFSv4.1 backchannel) share the
 	// connection: a CALL goes to the client, not to a pending call.
 	if xid, mt, perr := oncrpc.PeekMsgType(head); perr == nil && mt == oncrpc.Call {
@@ -699,7 +700,7 @@ func (s *session) takeReply(rr *tcprpc.RecordReader, rb *replyBuilder, head []by
 		s.log.Debug("backend reply for an unknown XID dropped", "peer", s.peer, "xid", rh.XID)
 		return nil
 	}
-	s.met.Observe(s.met.BackendLatency, sent)
+	s.met.BackendLatency.Observe(at.Sub(sent).Seconds())
 	return s.relayReply(rb, pc, rh, hdrLen, herr, done)
 }
 

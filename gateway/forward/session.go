@@ -344,8 +344,9 @@ func (s *session) finishAnswer(pc *pendingCall) {
 
 // sendReply is deliver's answer (finishAnswer).
 func (s *session) sendReply(pc *pendingCall) {
-	s.ops.Touch(time.Now())
-	s.met.Observe(s.met.CallLatency, pc.received)
+	now := time.Now() // one reading for both
+	s.ops.Touch(now)
+	s.met.CallLatency.Observe(now.Sub(pc.received).Seconds())
 	pc.stats.Reply(s.met, pc.status).Inc()
 	s.met.CreditsInUse.Dec()
 	if err := pc.call.Reply(&pc.reply); err != nil {

@@ -144,12 +144,13 @@ func TestBatchLocalErrorMidChain(t *testing.T) {
 
 // A Send whose writev failed was not handed to TCP: it completes flushed,
 // not successfully, whether completions wait for placement or come on
-// transmit, and whoever wrote it (the tx goroutine or, inline, PostSend).
+// transmit, and whoever wrote it (the tx goroutine or, inline, PostSend;
+// CompleteOnTransmit never writes inline).
 // The write fails at once (a write deadline in the past), the receive side
 // untouched.
 func TestFailedWriteNotCompleted(t *testing.T) {
-	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {InlineTransmit: true}, {InlineTransmit: true, CompleteOnTransmit: true}} {
-		t.Run(fmt.Sprintf("onTransmit=%v,inline=%v", cfg.CompleteOnTransmit, cfg.InlineTransmit), func(t *testing.T) {
+	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {IdleInlineTransmit: true}, {InlineTransmit: true}} {
+		t.Run(fmt.Sprintf("onTransmit=%v,idleInline=%v,inline=%v", cfg.CompleteOnTransmit, cfg.IdleInlineTransmit, cfg.InlineTransmit), func(t *testing.T) {
 			cli, srv := pair(t, cfg, "")
 			cc := cli.conn.(*conn)
 			local := cli.mem(t, 512, allAccess)

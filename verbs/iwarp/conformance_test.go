@@ -24,13 +24,22 @@ func TestConformanceNoCRC(t *testing.T) {
 	verbstest.Run(t, verbstest.Factory{Provider: New(Config{DisableCRC: true}), Quirks: quirks})
 }
 
-// TestConformanceInline runs the suite with Config.InlineTransmit, whose
-// transmit path (txinline.go) is off by default.
+// TestConformanceInline runs the suite with Config.InlineTransmit (inline
+// whenever the transmit goroutine is parked).
 func TestConformanceInline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: one configuration is enough")
 	}
 	verbstest.Run(t, verbstest.Factory{Provider: New(Config{InlineTransmit: true}), Quirks: quirks})
+}
+
+// TestConformanceIdleInline runs the suite with Config.IdleInlineTransmit
+// (inline onto an idle, unpipelined connection).
+func TestConformanceIdleInline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: one configuration is enough")
+	}
+	verbstest.Run(t, verbstest.Factory{Provider: New(Config{IdleInlineTransmit: true}), Quirks: quirks})
 }
 
 func BenchmarkRDMA(b *testing.B) {

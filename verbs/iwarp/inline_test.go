@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/rdmagw/rdmagw/verbs"
@@ -36,19 +37,113 @@ func TestInlineNoWakeups(t *testing.T) {
 	}
 }
 
-// Without Config.InlineTransmit every round is the tx goroutine's: the
-// callers only queue work and wake it.
-func TestInlineOffByDefault(t *testing.T) {
-	cli, srv := pair(t, Config{}, "")
-	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
-	const n = 20
-	goCli := cc.tx.goRounds.Load()
-	oneAtATime(t, cli, srv, n)
-	if d := cc.tx.inlineRounds.Load() + sc.tx.inlineRounds.Load(); d != 0 {
-		t.Errorf("%d inline rounds without InlineTransmit, want 0", d)
+// With Config.IdleInlineTransmit one message at a time is written inline
+// on both sides (the client's PostSend, the server's receive goroutine
+// answering the fences and the Read), never by a tx goroutine woken for
+// it; by default every round is the goroutine's: the callers only queue
+// work and wake it.
+func TestInlineWhenIdle(t *testing.T) {
+	for _, tc := range []struct {
+		cfg    Config
+		inline bool
+	}{{Config{IdleInlineTransmit: true}, true}, {Config{}, false}} {
+		t.Run(fmt.Sprintf("idleInline=%v", tc.cfg.IdleInlineTransmit), func(t *testing.T) {
+			cli, srv := pair(t, tc.cfg, "")
+			cc, sc := cli.conn.(*conn), srv.conn.(*conn)
+			const n = 20
+			waitParked(t, cc)
+			waitParked(t, sc)
+			goCli, goSrv := cc.tx.goRounds.Load(), sc.tx.goRounds.Load()
+			inCli, inSrv := cc.tx.inlineRounds.Load(), sc.tx.inlineRounds.Load()
+			oneAtATime(t, cli, srv, n)
+			gc, gs := cc.tx.goRounds.Load()-goCli, sc.tx.goRounds.Load()-goSrv
+			ic, is := cc.tx.inlineRounds.Load()-inCli, sc.tx.inlineRounds.Load()-inSrv
+			if tc.inline && (gc != 0 || gs != 0 || ic < 3*n || is < 3*n) {
+				t.Errorf("%d messages one at a time: client %d goroutine + %d inline rounds, server %d + %d; want 0 goroutine rounds, each inline", 3*n, gc, ic, gs, is)
+			}
+			if !tc.inline && (ic != 0 || is != 0 || gc < 3*n) {
+				t.Errorf("by default: client %d goroutine + %d inline rounds, server %d inline; want none inline, a goroutine round each", gc, ic, is)
+			}
+		})
 	}
-	if d := cc.tx.goRounds.Load() - goCli; d < 3*n {
-		t.Errorf("the client's tx goroutine wrote %d rounds for %d messages posted one at a time, want each", d, 3*n)
+}
+
+// With Config.IdleInlineTransmit a pipeline goes to the tx goroutine, and
+// keeps going there for pipelineMemory posts: Writes posted while the first one's fence is
+// unanswered (the server's receive goroutine held on the target region)
+// are the goroutine's to gather; after the burst, one Write at a time goes
+// to the goroutine pipelineMemory times, then inline again. Data checked
+// byte for byte.
+func TestPipelineToGoroutine(t *testing.T) {
+	cli, srv := pair(t, Config{IdleInlineTransmit: true}, "")
+	cc := cli.conn.(*conn)
+	const burst, size = 5, 1 << 10
+	remote := srv.mem(t, burst*size, allAccess)
+	local := cli.mem(t, burst*size, allAccess)
+	fill(local.Bytes(), 0x6b)
+	write := func(i int) {
+		t.Helper()
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds := func() (uint64, uint64) { return cc.tx.goRounds.Load(), cc.tx.inlineRounds.Load() }
+	waitParked(t, cc)
+	go0, in0 := rounds()
+	held := remote.(*mr)
+	held.use.Lock()
+	for i := range burst {
+		write(i)
+	}
+	_, in1 := rounds()
+	held.use.Unlock()
+	for i := range burst {
+		if wc := wait(t, cli.scq); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
+			t.Fatalf("completion %+v, want ID %d success", wc, i)
+		}
+	}
+	sameBytes(t, remote.Bytes(), local.Bytes())
+	if in1-in0 != 1 {
+		t.Errorf("%d of a burst of %d Writes posted with a fence outstanding went inline, want the first only", in1-in0, burst)
+	}
+	for i := range pipelineMemory + 1 {
+		waitParked(t, cc)
+		g, in := rounds()
+		write(0)
+		expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
+		g2, in2 := rounds()
+		if inline := in2 > in; inline != (i == pipelineMemory) {
+			t.Errorf("Write %d one at a time after a pipeline: %d goroutine, %d inline rounds; want inline only after %d", i, g2-g, in2-in, pipelineMemory)
+		}
+	}
+	if g, _ := rounds(); g-go0 < pipelineMemory+1 {
+		t.Errorf("the goroutine wrote %d rounds, want the burst's and %d more", g-go0, pipelineMemory)
+	}
+}
+
+// With Config.IdleInlineTransmit a bulk message goes to the goroutine even
+// on an idle connection: the caller would spend its time computing CRCs
+// and writing.
+func TestInlineBulkToGoroutine(t *testing.T) {
+	cli, srv := pair(t, Config{IdleInlineTransmit: true}, "")
+	cc := cli.conn.(*conn)
+	const size = 2 * idleInlineBytes
+	remote := srv.mem(t, size, allAccess)
+	local := cli.mem(t, size, allAccess)
+	fill(local.Bytes(), 0x29)
+	waitParked(t, cc)
+	in, h := cc.tx.inlineRounds.Load(), cc.tx.handoffs.Load()
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 3, Op: verbs.OpRDMAWrite, Signal: true,
+		SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
+		RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
+	sameBytes(t, remote.Bytes(), local.Bytes())
+	if d, hd := cc.tx.inlineRounds.Load()-in, cc.tx.handoffs.Load()-h; d != 0 || hd != 1 {
+		t.Errorf("a %d-byte Write on an idle connection: %d inline rounds, %d handed to the goroutine; want 0, 1", size, d, hd)
 	}
 }
 

@@ -83,7 +83,7 @@ type conn struct {
 	maxULPDU   int
 	fence      bool // Send/Write completion waits for placement proof
 	completeTx bool
-	inlineTx   bool // Config.InlineTransmit (txinline.go)
+	txMode     txMode // who writes (txinline.go)
 
 	mu    sync.Mutex
 	state int
@@ -119,6 +119,9 @@ type conn struct {
 	rtrSeen   bool
 
 	txBusy bool // a caller is transmitting inline (txinline.go)
+	// pipelined counts down the posts that still go to the tx goroutine
+	// after one found the connection pipelined (txinline.go).
+	pipelined uint8
 
 	live   atomic.Bool
 	txIdle atomic.Bool // tx is parked (or about to park) waiting for a kick
@@ -159,7 +162,7 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, 
 	// once (append), then is reused: steady state allocates nothing.
 	c.txMSN = [3]uint32{1, 1, 1}
 	c.completeTx = d.cfg.CompleteOnTransmit
-	c.inlineTx = d.cfg.InlineTransmit
+	c.txMode = d.cfg.txMode()
 	c.fence = !c.completeTx && neg.ord > 0
 	c.maxULPDU = c.pickULPDU()
 	tc.SetNoDelay(true)

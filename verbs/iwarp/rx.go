@@ -519,8 +519,8 @@ func (x *rxState) readDone(o *orqEntry) {
 // startTx hands tx the Read Responses this goroutine queued, before it
 // waits (for the socket, or for room in a CQ): the answers to all the
 // requests one read brought go out in one round (with
-// Config.InlineTransmit written inline when the tx goroutine is idle,
-// txinline.go).
+// Config.IdleInlineTransmit or InlineTransmit written inline when the
+// connection is idle, txinline.go).
 func (x *rxState) startTx() {
 	if x.wantTx {
 		x.wantTx = false

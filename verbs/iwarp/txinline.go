@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Transmitting inline (run to completion), with Config.InlineTransmit.
-// Whoever queues work for tx (PostSend; rx queueing a Read Response or
-// freeing an ORQ slot) calls startTx; without the option it kicks the tx
-// goroutine. If the tx goroutine is parked and nobody else is transmitting,
-// the caller takes the transmit side itself, gathers and writes the
-// rounds with non-blocking writes, and lets go: no wake-up, no goroutine
-// hand-off, the bytes leave on the caller's own time slice. What the
+// Transmitting inline (run to completion). Whoever queues work for tx
+// (PostSend; rx queueing a Read Response or freeing an ORQ slot) calls
+// startTx. If mayInline allows it (with Config.IdleInlineTransmit: the
+// connection is idle and not pipelined, the round small) the caller takes the transmit side
+// itself, gathers and writes the round with a non-blocking writev, and
+// lets go: no wake-up, no goroutine hand-off, the bytes leave on the
+// caller's own time slice. Otherwise it kicks the tx goroutine. What the
 // socket does not take at once, the goroutine finishes (it is kicked and
 // picks the round up from txState.pending), so a caller never waits for
 // the peer: PostSend and rx stay non-blocking.
@@ -31,6 +31,13 @@ import (
 // the rest to the goroutine.
 const maxInlineRounds = 4
 
+// idleInlineBytes bounds a round written inline with
+// Config.IdleInlineTransmit: a
+// small message (an RPC, a 4 KiB page, Read Responses for them) goes out
+// in one non-blocking writev, while the caller computing CRCs over and
+// writing a bulk transfer would only delay its own work (rx: reading).
+const idleInlineBytes = 64 << 10
+
 var (
 	errInlineFull    = errors.New("iwarp: inline round does not fit one batch")
 	errInlinePartial = errors.New("iwarp: socket took part of an inline batch")
@@ -45,34 +52,96 @@ const (
 	pendingFlush              // built and partly written: write the rest
 )
 
+// txMode says who may write a connection's queued work.
+type txMode uint8
+
+const (
+	txGoroutine  txMode = iota // always the tx goroutine (the default)
+	txIdleInline               // inline onto an idle, unpipelined connection (Config.IdleInlineTransmit)
+	txGreedy                   // inline whenever the goroutine is parked (Config.InlineTransmit)
+)
+
+func (cfg *Config) txMode() txMode {
+	switch {
+	case cfg.InlineTransmit:
+		return txGreedy
+	case cfg.IdleInlineTransmit:
+		return txIdleInline
+	}
+	return txGoroutine
+}
+
 // startTx gets the work the caller just queued transmitted: by the tx
-// goroutine, or inline (only with Config.InlineTransmit). Caller holds
-// c.mu; startTx releases it. post says the caller is PostSend: it writes
-// inline only on a quiescent connection (no Read or fence awaiting its
-// answer): one message at a time, the latency case, costs no wake-up,
-// while a pipeline keeps its batching (the goroutine, woken once, sends
-// everything posted meanwhile in one writev behind one fence, and the peer
-// reads it in as few calls). rx (answering Reads, after a burst) always
-// may.
+// goroutine, or inline (mayInline). Caller holds c.mu; startTx releases
+// it. post says the caller is PostSend (else it is rx, answering Read
+// Requests or freeing an ORQ slot).
 func (c *conn) startTx(post bool) {
 	if c.txBusy {
 		c.mu.Unlock() // the holder looks for work before it lets go
 		return
 	}
-	if !c.inlineTx || c.state != stateLive || !c.rtrSeen || !c.fence || !c.txIdle.Load() || c.tx.pending != pendingNone ||
-		(post && c.orqHead != c.orqTail) {
+	if !c.mayInline(post) {
 		c.mu.Unlock()
 		c.kick()
 		return
 	}
 	c.txBusy = true
-	c.transmitInline()
+	rounds := maxInlineRounds
+	if c.txMode == txIdleInline {
+		rounds = 1 // more work meanwhile: the goroutine batches it
+	}
+	c.transmitInline(rounds)
 	c.txBusy = false
 	more := c.state != stateLive || c.tx.pending != pendingNone || c.txWork()
 	c.mu.Unlock()
 	if more {
 		c.kick()
 	}
+}
+
+// pipelineMemory is how many posts go to the tx goroutine after one found
+// the connection pipelined, before PostSend writes inline again.
+const pipelineMemory = 8
+
+// mayInline reports whether the caller of startTx writes the queued work
+// itself. Never while the tx goroutine runs (a batch in progress gathers
+// it) or has an inline round to finish.
+//
+// With Config.IdleInlineTransmit (the way Linux siw writes from the
+// posting context when its send queue is idle) only while the connection is idle and not
+// pipelined: a PostSend that finds a Read or fence awaiting its answer,
+// or the goroutine running, marks the connection pipelined for the next
+// pipelineMemory posts, and meanwhile everything goes to the goroutine,
+// which, woken once, gathers all that was posted in the meantime into one
+// writev behind one fence (and the peer reads it in as few calls). One
+// call at a time (each PostSend finding the connection quiescent) then
+// costs no goroutine wake-up on either side, while several in flight keep
+// their batching. rx writes only its Read Responses, when the send queue
+// holds nothing unsent: work posted by others is the goroutine's, so rx
+// goes back to reading instead of carrying the engine's batches.
+//
+// With Config.InlineTransmit PostSend writes inline whenever the
+// connection is quiescent and rx whenever the goroutine is parked. Caller
+// holds c.mu.
+func (c *conn) mayInline(post bool) bool {
+	if c.txMode == txGoroutine || c.state != stateLive || !c.rtrSeen || !c.fence || c.tx.pending != pendingNone {
+		return false
+	}
+	idle, quiescent := c.txIdle.Load(), c.orqHead == c.orqTail
+	if c.txMode == txGreedy {
+		return idle && (quiescent || !post)
+	}
+	if post && (!idle || !quiescent) {
+		c.pipelined = pipelineMemory
+		return false
+	}
+	if c.pipelined > 0 {
+		if post {
+			c.pipelined--
+		}
+		return false
+	}
+	return idle && (post || c.sqSent == c.sqTail)
 }
 
 // txWork reports whether tx has something it can send now. Caller holds
@@ -89,8 +158,8 @@ func (c *conn) txWork() bool {
 
 // transmitInline runs rounds for startTx. Caller holds c.mu (released
 // while writing).
-func (c *conn) transmitInline() {
-	for range maxInlineRounds {
+func (c *conn) transmitInline(rounds int) {
+	for range rounds {
 		r, bad := c.gather()
 		if bad != nil || r.empty(&c.tx) {
 			return // a bad entry is the goroutine's to fail
@@ -128,7 +197,11 @@ func (c *conn) fitsInline(r *txRound) bool {
 		fpdus += n/maxPay + 1
 		bytes += n + ddpUntaggedLen + 8
 	}
-	return fpdus <= batchFPDUs && bytes < batchBytes
+	limit := batchBytes
+	if c.txMode == txIdleInline {
+		limit = idleInlineBytes
+	}
+	return fpdus <= batchFPDUs && bytes < limit
 }
 
 // writeInline writes one round without waiting for the socket: true if

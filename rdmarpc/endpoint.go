@@ -186,7 +186,14 @@ type endpoint struct {
 	errMu  sync.Mutex
 	err    error
 
-	wcs [wcBatch]verbs.WC
+	// consumer is held while completions are polled and dispatched: by
+	// run's goroutine, or by a provider goroutine running direct
+	// (verbs.DirectCQ). It makes the engine's state, "Serve goroutine
+	// only" in its comments, owned by whoever holds it. directOff (under
+	// consumer) turns direct away once run is ending.
+	consumer  sync.Mutex
+	directOff bool
+	wcs       [wcBatch]verbs.WC
 }
 
 // engine is what each side plugs into the endpoint's completion loop.
@@ -196,9 +203,16 @@ type engine interface {
 	// afterPoll runs after every poll, with or without completions
 	// (the responder issues queued RDMA Reads there).
 	afterPoll()
-	// waitCQ parks until the CQ has a completion or ctx ends.
-	waitCQ(ctx context.Context) error
+	// waitTimeout is how long run parks at most when the CQ is empty
+	// (0: until a completion; the responder retries calls waiting for
+	// memory now and then).
+	waitTimeout() time.Duration
 }
+
+// All three run with endpoint.consumer held, on run's goroutine or, with a
+// verbs.DirectCQ, on a provider goroutine (endpoint.direct). So none of
+// them may block: whatever would (memory, send resources) is queued and
+// retried from afterPoll, as it always was.
 
 func (e *endpoint) init(side string, log hclog.Logger, met rdmaFailedMetric, pool *Pool, deadLock sync.Locker, nilErr error) {
 	e.side, e.log, e.rdmaMet, e.pool, e.deadLock, e.nilErr = side, log, met, pool, deadLock, nilErr
@@ -359,19 +373,25 @@ func (e *endpoint) run(ctx context.Context, eng engine) {
 		case <-wctx.Done():
 		}
 	}()
+	if d, ok := e.cq.(verbs.DirectCQ); ok {
+		d.SetDirect(func() bool { return e.direct(eng) })
+		defer e.stopDirect(d)
+	}
 	for {
-		n := e.cq.Poll(e.wcs[:])
-		for i := 0; i < n; i++ {
-			eng.completion(&e.wcs[i])
+		e.consumer.Lock()
+		n := e.dispatch(eng)
+		var wait time.Duration
+		if n == 0 {
+			wait = eng.waitTimeout()
 		}
-		eng.afterPoll()
+		e.consumer.Unlock()
 		if n > 0 {
 			continue
 		}
 		if e.isDead() {
 			return
 		}
-		if err := eng.waitCQ(wctx); err != nil {
+		if err := e.waitCQ(wctx, wait); err != nil {
 			if ctx.Err() != nil {
 				e.fail(ctx.Err())
 			} else {
@@ -379,6 +399,65 @@ func (e *endpoint) run(ctx context.Context, eng engine) {
 			}
 		}
 	}
+}
+
+// dispatch polls a batch, hands each completion to the engine and lets
+// it work (afterPoll); it returns how many it polled. Caller holds
+// e.consumer.
+func (e *endpoint) dispatch(eng engine) int {
+	n := e.cq.Poll(e.wcs[:])
+	for i := 0; i < n; i++ {
+		eng.completion(&e.wcs[i])
+	}
+	eng.afterPoll()
+	return n
+}
+
+// direct is the consumer run installs on a verbs.DirectCQ: the provider
+// calls it on its own goroutine after adding completions, and it
+// dispatches them there until the CQ is empty, with no wake-up of run's
+// goroutine. It declines (false: the provider wakes run instead) while
+// run's goroutine holds the consumer, and once the connection is dead or
+// run is ending (run's goroutine sees the end). The engine never blocks
+// while it holds the consumer (see engine), which is what the
+// provider's goroutine requires.
+func (e *endpoint) direct(eng engine) bool {
+	if !e.consumer.TryLock() {
+		return false
+	}
+	if e.directOff || e.isDead() {
+		e.consumer.Unlock()
+		return false
+	}
+	for e.dispatch(eng) > 0 {
+	}
+	e.consumer.Unlock()
+	return true
+}
+
+// stopDirect removes direct when run ends; a direct already running
+// finishes first, and none after it dispatches (the drain is run's
+// goroutine's).
+func (e *endpoint) stopDirect(d verbs.DirectCQ) {
+	d.SetDirect(nil)
+	e.consumer.Lock()
+	e.directOff = true
+	e.consumer.Unlock()
+}
+
+// waitCQ parks until the CQ has a completion, ctx ends, or (d > 0) d
+// passed, which is no error.
+func (e *endpoint) waitCQ(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return e.cq.Wait(ctx)
+	}
+	tctx, cancel := context.WithTimeout(ctx, d)
+	err := e.cq.Wait(tctx)
+	cancel()
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		return nil // d passed
+	}
+	return err
 }
 
 // drainCQ, after the connection is dead, waits for the queue pair to

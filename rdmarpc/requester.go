@@ -651,10 +651,10 @@ func (c *RequesterConn) loop() {
 	c.drain()
 }
 
-// afterPoll and waitCQ complete the engine interface (endpoint.go).
+// afterPoll and waitTimeout complete the engine interface (endpoint.go).
 func (c *RequesterConn) afterPoll() {}
 
-func (c *RequesterConn) waitCQ(ctx context.Context) error { return c.cq.Wait(ctx) }
+func (c *RequesterConn) waitTimeout() time.Duration { return 0 }
 
 func (c *RequesterConn) completion(wc *verbs.WC) {
 	idx := int(wc.ID & wrIndexMask)

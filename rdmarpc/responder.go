@@ -374,21 +374,16 @@ func (c *ResponderConn) afterPoll() {
 	c.issueReads()
 }
 
-// waitCQ waits for a completion. While calls wait for memory it wakes up
-// now and then to retry them (the pool has no wake-up of its own; the
-// interval backs off to 20 ms). Serve goroutine only.
-func (c *ResponderConn) waitCQ(ctx context.Context) error {
+// waitTimeout: while calls wait for memory the wait ends now and then to
+// retry them (the pool has no wake-up of its own; the interval backs off
+// to 20 ms). Serve goroutine only.
+func (c *ResponderConn) waitTimeout() time.Duration {
 	if len(c.memQ) == 0 {
-		return c.cq.Wait(ctx)
+		return 0
 	}
-	tctx, cancel := context.WithTimeout(ctx, c.memWait)
-	err := c.cq.Wait(tctx)
-	cancel()
+	d := c.memWait
 	c.memWait = min(2*c.memWait, 20*time.Millisecond)
-	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
-		return nil // the retry interval passed
-	}
-	return err
+	return d
 }
 
 // watch enforces ReplyTimeout and IdleTimeout until the connection ends.

@@ -205,6 +205,38 @@ type CQ interface {
 	Close() error
 }
 
+// DirectCQ is a CQ whose provider can run the consumer on the provider's
+// own goroutine (run to completion), instead of waking a goroutine parked
+// in Wait, once per batch of completions it added: one small RPC's
+// completions are then handled without a goroutine switch. It is
+// optional; a consumer must work with a plain CQ (Poll and Wait alone).
+type DirectCQ interface {
+	CQ
+	// SetDirect installs consume; nil removes it (a consume already
+	// running may still finish). After adding completions the provider
+	// calls consume at a point where it holds none of its own locks and
+	// is not inside a Post* call of the consumer's, on a goroutine of its
+	// own (one that reads the wire or transmits). consume returns true if
+	// it consumed: it polled the CQ until Poll returned 0, after it was
+	// called. It returns false to decline (its owner is busy with the CQ,
+	// or ending): the provider then wakes Wait as without consume.
+	// Completions added in other ways (inside a Post*, at the end of a
+	// connection) wake Wait as usual.
+	//
+	// consume runs on the goroutine that delivers this CQ's completions,
+	// reads the peer's messages and transmits: while it runs, none of
+	// that happens. So it must never block: no wait for a completion
+	// (an RDMA Read's, a Send's), a pool's memory, room in a send queue,
+	// a lock held across such a wait, Wait on this CQ, or Close of a
+	// queue pair (which waits for these goroutines). Poll, Post* (they
+	// never block; a full queue is ErrQueueFull), Disconnect and short
+	// non-blocking work are fine. Work that would block is handed to the
+	// consumer's own goroutine. A provider may call consume from several
+	// goroutines at once: consume serialises itself with its owner's
+	// polling (a TryLock that declines when taken).
+	SetDirect(consume func() bool)
+}
+
 // SRQ is a shared receive queue: receives posted here serve every Conn
 // created with it.
 type SRQ interface {

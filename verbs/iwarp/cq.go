@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rdmagw/rdmagw/verbs"
@@ -26,6 +27,12 @@ type cq struct {
 	notify chan struct{}
 	done   chan struct{}
 	closed bool
+
+	// direct is the consumer SetDirect installed (verbs.DirectCQ);
+	// owed says completions were added by pushLater and nobody has
+	// settled them yet.
+	direct atomic.Pointer[func() bool]
+	owed   atomic.Bool
 }
 
 func (d *device) CreateCQ(depth int) (verbs.CQ, error) {
@@ -37,12 +44,68 @@ func (d *device) CreateCQ(depth int) (verbs.CQ, error) {
 	return c, nil
 }
 
-// push appends completions in order, waiting for room as needed. It
-// returns false if the CQ was closed (the completions are discarded).
+// push appends completions in order, waiting for room as needed, and
+// wakes Wait. It returns false if the CQ was closed (the completions are
+// discarded).
 func (c *cq) push(wcs []verbs.WC) bool {
+	if !c.add(wcs) {
+		return false
+	}
+	c.wake()
+	return true
+}
+
+// pushLater is push for a provider goroutine that calls settle at its
+// next safe point (no lock of its own held, not inside a Post*): with a
+// direct consumer installed the wake-up is left to settle, which runs
+// the consumer on that goroutine instead (one per batch of completions).
+func (c *cq) pushLater(wcs []verbs.WC) bool {
+	if c.direct.Load() == nil {
+		return c.push(wcs)
+	}
+	if !c.add(wcs) {
+		return false
+	}
+	c.owed.Store(true)
+	return true
+}
+
+// settle runs the direct consumer for completions pushLater added, or
+// wakes Wait if it declines (or was removed meanwhile).
+func (c *cq) settle() {
+	if !c.owed.Load() || !c.owed.Swap(false) {
+		return
+	}
+	if f := c.direct.Load(); f == nil || !(*f)() {
+		c.wake()
+	}
+}
+
+// SetDirect installs the consumer settle runs (verbs.DirectCQ).
+func (c *cq) SetDirect(consume func() bool) {
+	if consume == nil {
+		c.direct.Store(nil)
+		c.settle() // nobody may be left owed a wake-up
+		return
+	}
+	c.direct.Store(&consume)
+}
+
+func (c *cq) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// add appends completions in order, waiting for room as needed (after
+// waking the consumer, whose wake-up a pushLater may still owe); false if
+// the CQ was closed.
+func (c *cq) add(wcs []verbs.WC) bool {
 	c.mu.Lock()
 	for i := range wcs {
 		for c.n == len(c.ring) && !c.closed && !c.grow() {
+			c.wake()
 			c.room.Wait()
 		}
 		if c.closed {
@@ -53,10 +116,6 @@ func (c *cq) push(wcs []verbs.WC) bool {
 		c.n++
 	}
 	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
 	return true
 }
 

@@ -377,23 +377,37 @@ func (c *conn) retireLocked() {
 	}
 }
 
-// deliver pushes c.wcTmp to the send CQ. Caller holds c.cqMu, not c.mu.
-func (c *conn) deliver() {
+// deliver pushes c.wcTmp to the send CQ (later: with cq.pushLater, the
+// caller settles). Caller holds c.cqMu, not c.mu.
+func (c *conn) deliver(later bool) {
 	if len(c.wcTmp) > 0 {
-		c.scq.push(c.wcTmp)
+		if later {
+			c.scq.pushLater(c.wcTmp)
+		} else {
+			c.scq.push(c.wcTmp)
+		}
 		clear(c.wcTmp)
 		c.wcTmp = c.wcTmp[:0]
 	}
 }
 
-// complete retires and delivers whatever is done.
-func (c *conn) complete() {
+// complete retires and delivers whatever is done. later says the caller
+// is the rx or tx goroutine, which calls settleCQs at its next safe point
+// (cq.pushLater: the direct consumer then runs there, with no wake-up).
+func (c *conn) complete(later bool) {
 	c.cqMu.Lock()
 	c.mu.Lock()
 	c.retireLocked()
 	c.mu.Unlock()
-	c.deliver()
+	c.deliver(later)
 	c.cqMu.Unlock()
+}
+
+// settleCQs settles what the calling rx or tx goroutine pushed with
+// pushLater (cq.settle): at a safe point, holding no lock.
+func (c *conn) settleCQs() {
+	c.rcq.settle()
+	c.scq.settle()
 }
 
 // flushSQ completes every unretired entry after the QP left RTS: the one
@@ -434,7 +448,7 @@ func (c *conn) flushSQ() {
 		clear(e.sgl)
 	}
 	c.mu.Unlock()
-	c.deliver()
+	c.deliver(false)
 	c.cqMu.Unlock()
 }
 

@@ -513,7 +513,7 @@ func (x *rxState) readDone(o *orqEntry) {
 	c.orqHead++
 	x.wantTx = false // the round takes the queued Read Responses too
 	c.startTx(false) // a Read or fence may have waited for the ORQ slot
-	c.complete()
+	c.complete(true)
 }
 
 // startTx hands tx the Read Responses this goroutine queued, before it
@@ -521,12 +521,16 @@ func (x *rxState) readDone(o *orqEntry) {
 // requests one read brought go out in one round (with
 // Config.IdleInlineTransmit or InlineTransmit written inline when the
 // connection is idle, txinline.go).
+//
+// It is also where this goroutine settles the completions it pushed
+// (conn.settleCQs: a direct consumer runs here).
 func (x *rxState) startTx() {
 	if x.wantTx {
 		x.wantTx = false
 		x.c.mu.Lock()
 		x.c.startTx(false)
 	}
+	x.c.settleCQs()
 }
 
 // discard reads n payload bytes (CRC included) that go nowhere.
@@ -708,7 +712,7 @@ func (x *rxState) completeRecv(st verbs.Status, n int, inv uint32) {
 		Invalidated: inv != 0, InvalidatedRKey: inv}
 	x.curOn = false
 	clear(x.cur.sgl)
-	x.c.rcq.push1(&wc)
+	x.c.rcq.pushLater(unsafe.Slice(&wc, 1))
 }
 
 // terminateReceived handles the peer's Terminate: the work request it
@@ -760,6 +764,7 @@ func (x *rxState) terminateReceived(plen int) error {
 // rxExit waits for tx, drains and closes the socket, flushes the receive
 // queue and ends the connection.
 func (c *conn) rxExit() {
+	c.settleCQs()
 	c.fail(nil, nil)
 	<-c.txDone
 	c.tc.SetReadDeadline(time.Now().Add(2 * time.Second))

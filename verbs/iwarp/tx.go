@@ -71,6 +71,11 @@ type txState struct {
 	// per message shows as goroutine rounds).
 	goRounds, inlineRounds atomic.Uint64
 	handoffs               atomic.Uint64 // inline rounds left to the goroutine
+
+	// onLoop: the tx goroutine is writing a round (markWritten may then
+	// complete with pushLater: txLoop settles). Only the goroutine owning
+	// transmit (txinline.go) touches it.
+	onLoop bool
 }
 
 func (t *txState) init(c *conn) {
@@ -437,6 +442,7 @@ func (c *conn) txLoop() {
 	}
 	c.tx.sendRTR()
 	for {
+		c.settleCQs() // what the last round completed (pushLater)
 		c.mu.Lock()
 		c.txIdle.Store(false) // running: no caller may take over (txinline.go)
 		if c.txBusy {
@@ -444,7 +450,10 @@ func (c *conn) txLoop() {
 			continue
 		}
 		if c.tx.pending != pendingNone {
-			if !c.finishPending() {
+			c.tx.onLoop = true
+			ok := c.finishPending()
+			c.tx.onLoop = false
+			if !ok {
 				return
 			}
 			continue
@@ -465,7 +474,10 @@ func (c *conn) txLoop() {
 		}
 		c.mu.Unlock()
 		c.tx.goRounds.Add(1)
-		if !c.writeRound(&r) {
+		c.tx.onLoop = true
+		ok := c.writeRound(&r)
+		c.tx.onLoop = false
+		if !ok {
 			return
 		}
 	}
@@ -668,7 +680,7 @@ func (c *conn) markWritten(from, to uint64) {
 	}
 	c.mu.Unlock()
 	if !c.fence {
-		c.complete()
+		c.complete(c.tx.onLoop)
 	}
 }
 
@@ -712,6 +724,7 @@ func (c *conn) txExit() {
 		}
 	}
 	c.flushSQ()
+	c.settleCQs() // what the last round completed (pushLater)
 	c.tc.CloseWrite()
 	close(c.txDone)
 }

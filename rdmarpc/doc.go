@@ -59,13 +59,24 @@
 //
 //	ResponderConn ──┐                 ┌── completion(wc)  per work completion
 //	                ├─ endpoint.run ──┼── afterPoll()     after every poll
-//	RequesterConn ──┘  poll/dispatch  └── waitCQ(ctx)     park until a WC
+//	RequesterConn ──┘  poll/dispatch  └── waitTimeout()   how long to park
 //	                   /park until dead
 //
 // The loop's wait ends on a completion, the caller's context, fail (an
 // AfterFunc on the endpoint's life context) or the queue pair's end, and
 // the connection's error wraps the provider's (errors.As finds, say, an
 // *iwarp.TerminateError).
+//
+// Run to completion: on a verbs.DirectCQ (the iwarp provider's) run
+// installs endpoint.direct, which the provider calls on its own rx or tx
+// goroutine after a batch of completions: it polls and dispatches there,
+// so a small RPC's Recv and Send completions cost no wake-up of run's
+// goroutine. endpoint.consumer (a TryLock for direct, which declines
+// while run's goroutine holds it) serialises the two, so the engine's
+// "Serve goroutine only" state is owned by whoever holds it. The engine
+// never blocks while dispatching (memory and send-resource waits are
+// queued and retried from afterPoll), which the provider's goroutine
+// requires. The ibverbs provider has no DirectCQ: run parks in Wait.
 //
 // A reply is built in steps that read one pairing (RFC 8267 §6.4.1):
 //

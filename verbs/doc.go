@@ -11,6 +11,8 @@
 //	            PostSend (Send, Send with Invalidate, RDMA Write, RDMA Read;
 //	            chained with Next), PostRecv, Disconnect
 //	CQ       ── Poll(batch) and a blocking Wait that parks the goroutine
+//	DirectCQ ── optional: SetDirect, the consumer run on the provider's
+//	            goroutine after a batch of completions (no wake-up)
 //
 // Two providers implement it: verbs/iwarp, pure Go, standard iWARP
 // (MPA/DDP/RDMAP) over TCP sockets, the default; and verbs/ibverbs, cgo over

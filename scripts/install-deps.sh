@@ -16,6 +16,7 @@
 #           iproute2 nfs-kernel-server nfs-common rpcbind libibverbs-dev
 #           librdmacm-dev busybox-static fio (+ gcc libc6-dev pkg-config for cgo)
 #           keepalived (VRRP for the failover case, e2e/cases/60-failover.sh)
+#           linux-perf (30-perf's per-job profile of the guest)
 #           make gcc-12 (siw.ko, built out of tree for the guest kernel from
 #           linux-source/linux-headers .debs that build-guest.sh downloads)
 #           tcpdump tshark (70-siw decodes the siw traffic)
@@ -42,7 +43,8 @@ LAB_PKGS=(qemu-system-x86 cpio kmod xz-utils rdma-core ibverbs-providers
           librdmacm-dev busybox-static gcc libc6-dev pkg-config fio
           keepalived    # 60-failover: the VIP between two gateways
           make gcc-12   # siw.ko for the guest kernel (e2e/vm/build-guest.sh)
-          tcpdump tshark)   # 70-siw: the siw traffic decoded
+          tcpdump tshark    # 70-siw: the siw traffic decoded
+          linux-perf)   # 30-perf: a guest-wide profile per fio job
 
 mode=test dry=0
 for a in "$@"; do

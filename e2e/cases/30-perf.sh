@@ -8,6 +8,15 @@
 # 4 KiB random read (iodepth 16), $E2E_PERF_SECS seconds each. Prints a
 # table (MiB/s, IOPS) with the ratios; saved as $OUT/perf.txt.
 # Under TCG the absolute numbers are small and noisy; the ratios are the point.
+# Where the guest's CPU went during each job: one PERFCPU line per job
+# (busy/user/system/softirq % of all vCPUs, and the gateway's share of one
+# vCPU) in cpu.txt; and, when perf(1) is installed, a guest-wide profile of
+# each job (perf record -a -g at 99 Hz: the kernel client, rxe, knfsd and
+# the gateway together; Go's own profiler gets almost no samples in a TCG
+# guest) as perf-<transport>-<workload>.data with the guest's kallsyms,
+# read on the host (a report in the guest costs ~15 s a job):
+#   perf report -i perf-gw-seqread.data --kallsyms kallsyms --no-children --sort comm,dso,sym -g none
+# E2E_PERF_PROFILE=0 leaves perf out.
 # e2e-timeout: 600  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
 SECS=${E2E_PERF_SECS:-10}
@@ -24,9 +33,26 @@ else
     echo "gateway not built: no gw column"
 fi
 
+# cpu_ticks [PID]: "busy user system softirq total" jiffies of all vCPUs
+# from /proc/stat, then PID's utime+stime (0 without PID)
+cpu_ticks() {
+    awk '$1 == "cpu" { print $2+$3+$4+$7+$8, $2+$3, $4, $8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat | tr '\n' ' '
+    if [ -n "${1:-}" ]; then awk '{ print $14+$15 }' "/proc/$1/stat" 2>/dev/null || echo 0; else echo 0; fi
+}
+
+# cpu_report T W BEFORE AFTER: one PERFCPU line, % of the job's jiffies
+# (a user-space gateway's jiffies count in user/sys, rxe's work in softirq
+# or in the caller's sys)
+cpu_report() {
+    echo "$1 $2 $3 $4" | awk -v n="$(nproc)" '{
+        tot = $13 - $7; if (tot <= 0) tot = 1
+        printf "PERFCPU %-4s %-9s busy %3.0f%% user %3.0f%% sys %3.0f%% softirq %3.0f%% of %d vCPU, gateway %3.0f%% of one\n",
+            $1, $2, 100*($9-$3)/tot, 100*($10-$4)/tot, 100*($11-$5)/tot, 100*($12-$6)/tot, n, 100*n*($14-$8)/tot }'
+}
+
 # run_fio T W: one workload on the mount of transport T; fills BW/IOPS
 run_fio() {
-    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin rw bs qd out fld
+    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin rw bs qd out fld c0 c1 prof
     case $w in
         seqwrite) rw=write bs=1M qd=8 ;;
         seqread)  rw=read  bs=1M qd=8 ;;
@@ -34,16 +60,27 @@ run_fio() {
     esac
     [ "$rw" = write ] && fld=47 || fld=6
     drop_caches
-    out=$(timeout $((SECS + 120)) fio --name="$t-$w" --filename="$f" --size="${SIZE}M" \
+    # perf wraps fio so the profile covers the job (-B -N: no build-id
+    # pass over every binary at the end, which takes long over 9p)
+    prof=()
+    if [ "${E2E_PERF_PROFILE:-1}" != 0 ] && command -v perf > /dev/null; then
+        prof=(perf record -q -a -g -F 99 -B -N -o "/tmp/perf-$t-$w.data" --)
+    fi
+    c0=$(cpu_ticks "$([ "$t" = gw ] && echo "${GW_PID:-}")")
+    out=$(timeout $((SECS + 120)) "${prof[@]}" fio --name="$t-$w" --filename="$f" --size="${SIZE}M" \
         --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1 \
         --fallocate=none --time_based --runtime="$SECS" --ramp_time=1 --minimal 2>> "$OUT/fio-perf.err") ||
         { echo "fio $t $w failed"; return 1; }
+    c1=$(cpu_ticks "$([ "$t" = gw ] && echo "${GW_PID:-}")")
+    [ ${#prof[@]} = 0 ] || mv "/tmp/perf-$t-$w.data" "$OUT/"
+    cpu_report "$t" "$w" "$c0" "$c1" | tee -a "$OUT/cpu.txt"
     echo "$out" >> "$OUT/fio-perf.txt"
     BW[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.1f", $(f+1)/1024}')
     IOPS[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.0f", $(f+2)}')
     echo "  $t $w: ${BW[$t.$w]} MiB/s ${IOPS[$t.$w]} IOPS"
 }
 
+[ "${E2E_PERF_PROFILE:-1}" = 0 ] || ! command -v perf > /dev/null || cp /proc/kallsyms "$OUT/kallsyms"
 t0=$(now)
 for t in $transports; do
     case $t in

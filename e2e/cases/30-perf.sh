@@ -8,13 +8,15 @@
 # 4 KiB random read (iodepth 16), $E2E_PERF_SECS seconds each. Prints a
 # table (MiB/s, IOPS) with the ratios; saved as $OUT/perf.txt.
 # Under TCG the absolute numbers are small and noisy; the ratios are the point.
-# Where the guest's CPU went during each job: one PERFCPU line per job
-# (busy/user/system/softirq % of all vCPUs, and the gateway's share of one
-# vCPU) in cpu.txt; and, when perf(1) is installed, a guest-wide profile of
-# each job (perf record -a -g at 99 Hz: the kernel client, rxe, knfsd and
-# the gateway together; Go's own profiler gets almost no samples in a TCG
-# guest) as perf-<transport>-<workload>.data with the guest's kallsyms,
-# read on the host (a report in the guest costs ~15 s a job):
+# Where the guest's CPU went during each job: one PERFCPU line per job in
+# cpu.txt (busy/user/system/softirq % of all vCPUs and the gateway's share
+# of one vCPU, from tick-based /proc/stat accounting: on a loaded host it
+# read about half the non-idle share perf's samples show, so compare the
+# transports with each other); and, when perf(1) is installed, a guest-wide
+# profile of each job (perf record -a -g at 99 Hz: the kernel client, rxe,
+# knfsd and the gateway together; Go's own profiler gets almost no samples
+# in a TCG guest) as perf-<transport>-<workload>.data with the guest's
+# kallsyms, read on the host (a report in the guest costs ~15 s a job):
 #   perf report -i perf-gw-seqread.data --kallsyms kallsyms --no-children --sort comm,dso,sym -g none
 # E2E_PERF_PROFILE=0 leaves perf out.
 # e2e-timeout: 600  (run.sh: limit for this case's guest)

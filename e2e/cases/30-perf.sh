@@ -12,13 +12,14 @@
 # cpu.txt (busy/user/system/softirq % of all vCPUs and the gateway's share
 # of one vCPU, from tick-based /proc/stat accounting: on a loaded host it
 # read about half the non-idle share perf's samples show, so compare the
-# transports with each other); and, when perf(1) is installed, a guest-wide
-# profile of each job (perf record -a -g at 99 Hz: the kernel client, rxe,
-# knfsd and the gateway together; Go's own profiler gets almost no samples
-# in a TCG guest) as perf-<transport>-<workload>.data with the guest's
-# kallsyms, read on the host (a report in the guest costs ~15 s a job):
+# transports with each other); with E2E_PERF_PROFILE=1 (and perf(1)
+# installed) also a guest-wide profile of each job (perf record -a -g at
+# 99 Hz: the kernel client, rxe, knfsd and the gateway together; Go's own
+# profiler gets almost no samples in a TCG guest) as
+# perf-<transport>-<workload>.data with the guest's kallsyms, read on the
+# host (a report in the guest costs ~15 s a job):
 #   perf report -i perf-gw-seqread.data --kallsyms kallsyms --no-children --sort comm,dso,sym -g none
-# E2E_PERF_PROFILE=0 leaves perf out.
+# It is off by default: perf's start-up adds ~15 s to every job under TCG.
 # e2e-timeout: 600  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
 SECS=${E2E_PERF_SECS:-10}
@@ -65,7 +66,7 @@ run_fio() {
     # perf wraps fio so the profile covers the job (-B -N: no build-id
     # pass over every binary at the end, which takes long over 9p)
     prof=()
-    if [ "${E2E_PERF_PROFILE:-1}" != 0 ] && command -v perf > /dev/null; then
+    if [ "${E2E_PERF_PROFILE:-0}" = 1 ] && command -v perf > /dev/null; then
         prof=(perf record -q -a -g -F 99 -B -N -o "/tmp/perf-$t-$w.data" --)
     fi
     c0=$(cpu_ticks "$([ "$t" = gw ] && echo "${GW_PID:-}")")
@@ -82,7 +83,7 @@ run_fio() {
     echo "  $t $w: ${BW[$t.$w]} MiB/s ${IOPS[$t.$w]} IOPS"
 }
 
-[ "${E2E_PERF_PROFILE:-1}" = 0 ] || ! command -v perf > /dev/null || cp /proc/kallsyms "$OUT/kallsyms"
+[ "${E2E_PERF_PROFILE:-0}" != 1 ] || ! command -v perf > /dev/null || cp /proc/kallsyms "$OUT/kallsyms"
 t0=$(now)
 for t in $transports; do
     case $t in

@@ -25,6 +25,7 @@
 #                 with `make build-ibverbs`; E2E_NO_GW_BUILD=1 skips the build)
 #   E2E_VERSIONS  NFS versions of the data suites (default "3 4.0 4.1 4.2")
 #   E2E_DATA_MIB, E2E_FIO_MIB, E2E_PERF_SECS   sizes and durations
+#   E2E_PERF_PROFILE=1  30-perf: a guest-wide perf record per fio job
 #   E2E_FO_VERSIONS, E2E_FO_MIB, E2E_FO_OPTS   60-failover: versions, file
 #                 size, extra mount options (e.g. timeo=100)
 #   E2E_SIW_SKIP=1  skip 70-siw; E2E_SIW_VERSIONS, E2E_SIW_DATA_MIB,

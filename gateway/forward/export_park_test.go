@@ -8,3 +8,10 @@ func SetServedHook(f func()) (restore func()) {
 	testHookServed = f
 	return func() { testHookServed = old }
 }
+
+// SetParkedHook sets testHookParked (session.go), like SetServedHook.
+func SetParkedHook(f func()) (restore func()) {
+	old := testHookParked
+	testHookParked = f
+	return func() { testHookParked = old }
+}

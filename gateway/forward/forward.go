@@ -235,11 +235,22 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	f.met.CreditsGranted.Add(float64(cfg.RDMA.Credits))
 	defer f.met.CreditsGranted.Sub(float64(cfg.RDMA.Credits))
 	s = f.startSession(s, rc, cfg, ops, d, disconnect)
-	defer f.clients.Remove(s)
 	leaving := false
 	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
-	if kept := s.run(ctx, conn, d); kept != nil {
+	kept := s.run(ctx, conn, d)
+	// Out of the client table before parking: a reconnect may claim the
+	// parked session at once, attach its new transport (s.rc, s.peer)
+	// and enter it in the table again. Removed after parking, this
+	// transport's Remove could take the new one's entry out, and
+	// transportEnding could read s.rc while attach writes it. A
+	// reconnect in between waits on leaving (onLeave ran before run
+	// returned a connection to keep).
+	f.clients.Remove(s)
+	if kept != nil {
 		f.parked.park(id, s, kept, cfg.Backend.ReconnectGrace)
+		if hook := testHookParked; hook != nil {
+			hook() // tests: widen the window between parking and leaving
+		}
 	}
 	if leaving {
 		f.parked.leave(id, -1)

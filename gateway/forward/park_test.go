@@ -220,3 +220,53 @@ func TestForwardReconnectDuringTeardownKeepsBackend(t *testing.T) {
 		t.Errorf("backend connections from source ports %v: want one, kept across the reconnect", ports)
 	}
 }
+
+// A client that reconnects right after its old transport's backend
+// connection was parked, before that transport's goroutine is done,
+// takes the parked session and must stay in the client table (live view,
+// drain) when the old transport's goroutine finishes.
+func TestForwardReconnectRightAfterParkStaysListed(t *testing.T) {
+	parked := make(chan struct{}, 4)
+	release := make(chan struct{})
+	var hold atomic.Bool
+	restore := forward.SetParkedHook(func() {
+		if hold.Load() {
+			parked <- struct{}{}
+			<-release
+		}
+	})
+	g := nfstest.StartGanesha(t)
+	gw := startGateway(t, g.NFSAddr, nil)
+	t.Cleanup(restore) // runs after the gateway's cleanup (LIFO)
+	m := gw.Metrics()
+	c1 := dialRDMA(t, gw.Addr().String())
+	if err := null3(c1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	perClient := gwtest.Metric(t, m, "rdmagw_credits_granted")
+	hold.Store(true)
+	c1.close()
+	select {
+	case <-parked: // the old transport parked its backend and has not returned
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first session did not park")
+	}
+	hold.Store(false)
+	c2 := dialRDMA(t, gw.Addr().String())
+	if err := null3(c2, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v := gwtest.Metric(t, m, "rdmagw_backend_connections_kept_total"); v != 1 {
+		t.Fatalf("backend connections kept = %v, want 1: the reconnect did not take the parked session", v)
+	}
+	close(release)
+	gwtest.WaitFor(t, 10*time.Second, "the old transport's goroutine to finish", func() bool {
+		return gwtest.Metric(t, m, "rdmagw_credits_granted") == perClient
+	})
+	if n := len(gw.Sessions().Clients); n != 1 {
+		t.Errorf("%d clients in the live view after the old transport finished, want 1 (the reconnected one)", n)
+	}
+	if err := null3(c2, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

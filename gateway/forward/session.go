@@ -440,6 +440,10 @@ func (s *session) run(ctx context.Context, conn *net.TCPConn, d *backendDialer) 
 // parks or tears down.
 var testHookServed func()
 
+// testHookParked, when set by a test before the gateway starts, runs
+// in serveClient right after a session's backend connection was parked.
+var testHookParked func()
+
 func errString(err error) string {
 	if err == nil {
 		return "closed"

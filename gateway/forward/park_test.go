@@ -188,10 +188,10 @@ func TestForwardReconnectDuringTeardownKeepsBackend(t *testing.T) {
 			<-release
 		}
 	})
+	t.Cleanup(restore) // registered before the gateway's: runs after it (LIFO)
 	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), nil)
-	t.Cleanup(restore) // runs after the gateway's cleanup (LIFO)
 	m := gw.Metrics()
 	c1 := dialRDMA(t, gw.Addr().String())
 	if err := null3(c1, 10*time.Second); err != nil {
@@ -235,9 +235,9 @@ func TestForwardReconnectRightAfterParkStaysListed(t *testing.T) {
 			<-release
 		}
 	})
+	t.Cleanup(restore) // registered before the gateway's: runs after it (LIFO)
 	g := nfstest.StartGanesha(t)
 	gw := startGateway(t, g.NFSAddr, nil)
-	t.Cleanup(restore) // runs after the gateway's cleanup (LIFO)
 	m := gw.Metrics()
 	c1 := dialRDMA(t, gw.Addr().String())
 	if err := null3(c1, 10*time.Second); err != nil {

@@ -194,7 +194,7 @@ func (m *Metrics) registerRDMASeries(f factory) {
 	m.opSend = m.rdmaOps.WithLabelValues(verbs.OpSend.String(), ok)
 	m.opRead = m.rdmaOps.WithLabelValues(verbs.OpRDMARead.String(), ok)
 	m.opWrite = m.rdmaOps.WithLabelValues(verbs.OpRDMAWrite.String(), ok)
-	m.errorsSent = f.counterVec(metricname.RDMAErrorsSentTotal, "RDMA_ERROR answers sent to clients, by code (ERR_VERS, ERR_CHUNK), and the RPC GARBAGE_ARGS replies the engine makes itself for Read chunks that do not fit the call's Payload stream (code GARBAGE_ARGS, RFC 8166 §4.5.2).", "code")
+	m.errorsSent = f.counterVec(metricname.RDMAErrorsSentTotal, "RDMA_ERROR answers sent to the RDMA peer (the clients in forward mode, the server in reverse mode), by code (ERR_VERS, ERR_CHUNK), and the RPC GARBAGE_ARGS replies the engine makes itself for Read chunks that do not fit the call's Payload stream (code GARBAGE_ARGS, RFC 8166 §4.5.2).", "code")
 	m.errVers = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeVers.String())
 	m.errChunk = m.errorsSent.WithLabelValues(rdmarpc.ErrCodeChunk.String())
 	m.memoryWaits = f.counter(metricname.RDMAMemoryWaitsTotal, "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")

@@ -48,6 +48,9 @@ type Config struct {
 	// Shutdown and Admin: drain and the admin socket (config_ops.go).
 	Shutdown ShutdownConfig `yaml:"shutdown"`
 	Admin    AdminConfig    `yaml:"admin"`
+
+	// Runtime is the process's CPU policy, GOMAXPROCS (config_runtime.go).
+	Runtime RuntimeConfig `yaml:"runtime"`
 }
 
 // ListenConfig is where clients connect: RDMA clients in forward mode,

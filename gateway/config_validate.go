@@ -48,6 +48,7 @@ func (c *Config) Validate() error {
 	c.validateVersions(bad)
 	c.validatePool(bad)
 	c.validateMetricsAndLog(bad)
+	c.validateRuntime(bad)
 	return errors.Join(errs...)
 }
 

@@ -32,6 +32,7 @@
 //	config_backchannel.go  the backchannel section, and the engine's view of it
 //	config_reverse.go      the reverse section's checks
 //	config_ops.go          the shutdown and admin sections
+//	config_runtime.go      the runtime section (runtime.procs: GOMAXPROCS of the process)
 //	config_rdmaversion.go  rdma.versions (forward) and backend.rdma_version (reverse): RPC-over-RDMA version two
 //	bytesize.go            ByteSize: "64KiB" in the YAML file
 //	carry.go               CarryLimits: the transfer sizes advertised to clients in place of larger server limits

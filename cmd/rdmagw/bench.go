@@ -188,34 +188,12 @@ func parseConcurrency(s string) ([]int, error) {
 }
 
 func bench(args []string, stdout, stderr io.Writer) int {
-	o, err := parseBenchFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "rdmagw bench:", err)
-		return 2
-	}
-	results, info, err := runBench(o, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "rdmagw bench: FAILED:", err)
-		return 1
-	}
-	if o.json {
-		err = writeBenchJSON(stdout, o, info, results)
-	} else {
-		printBenchTable(stdout, info, results)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "rdmagw bench:", err)
-		return 1
-	}
-	for _, r := range results {
-		if r.Errors > 0 {
-			return 1
-		}
-	}
-	return 0
+	return benchCommand("bench", args, stdout, stderr, parseBenchFlags, func(o *benchOptions) (benchReport, error) {
+		results, info, err := runBench(o, stdout, stderr)
+		return benchReport{json: o.json, doc: benchDoc(info, results),
+			table:     func(w io.Writer) { printBenchTable(w, info, results) },
+			hadErrors: slices.ContainsFunc(results, func(r benchResult) bool { return r.Errors > 0 })}, err
+	})
 }
 
 // benchInfo describes the run for the report.

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,40 +102,16 @@ type connsResult struct {
 }
 
 func benchConns(args []string, stdout, stderr io.Writer) int {
-	o, err := parseConnsFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return benchCommand("bench-conns", args, stdout, stderr, parseConnsFlags, func(o *connsOptions) (benchReport, error) {
+		progress := stdout
+		if o.json {
+			progress = stderr
 		}
-		fmt.Fprintln(stderr, "rdmagw bench-conns:", err)
-		return 2
-	}
-	progress := stdout
-	if o.json {
-		progress = stderr
-	}
-	results, err := runConns(o, progress)
-	if err != nil {
-		fmt.Fprintln(stderr, "rdmagw bench-conns: FAILED:", err)
-		return 1
-	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(results)
-	} else {
-		printConnsTable(stdout, results)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "rdmagw bench-conns:", err)
-		return 1
-	}
-	for _, r := range results {
-		if r.Errors > 0 {
-			return 1
-		}
-	}
-	return 0
+		results, err := runConns(o, progress)
+		return benchReport{json: o.json, doc: results,
+			table:     func(w io.Writer) { printConnsTable(w, results) },
+			hadErrors: slices.ContainsFunc(results, func(r connsResult) bool { return r.Errors > 0 })}, err
+	})
 }
 
 func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
@@ -334,28 +309,32 @@ func (cl *connsClients) close() {
 	}
 }
 
+// each runs f on inflight goroutines for every connection (its NFSv3
+// client) and waits for them all.
+func (cl *connsClients) each(inflight int, f func(c *nfsclient.V3)) {
+	var wg sync.WaitGroup
+	for _, t := range cl.trs {
+		c := &nfsclient.V3{T: t}
+		for range inflight {
+			wg.Go(func() { f(c) })
+		}
+	}
+	wg.Wait()
+}
+
 // warm sends inflight GETATTRs of root at once on every connection and
 // waits for them: what each connection makes on its first calls (on
 // both sides) is made before the measured load, not during it.
 func (cl *connsClients) warm(ctx context.Context, root []byte, inflight int) error {
-	var wg sync.WaitGroup
 	errs := make(chan error, 1)
-	for _, t := range cl.trs {
-		c := &nfsclient.V3{T: t}
-		for range inflight {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := c.Getattr(ctx, root); err != nil {
-					select {
-					case errs <- fmt.Errorf("warm-up GETATTR: %w", err):
-					default:
-					}
-				}
-			}()
+	cl.each(inflight, func(c *nfsclient.V3) {
+		if _, err := c.Getattr(ctx, root); err != nil {
+			select {
+			case errs <- fmt.Errorf("warm-up GETATTR: %w", err):
+			default:
+			}
 		}
-	}
-	wg.Wait()
+	})
 	select {
 	case err := <-errs:
 		return err
@@ -370,27 +349,18 @@ func (cl *connsClients) load(ctx context.Context, root []byte, inflight int, d t
 	ctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var ops, errs atomic.Int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for _, t := range cl.trs {
-		c := &nfsclient.V3{T: t}
-		for range inflight {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					if _, err := c.Getattr(ctx, root); err != nil {
-						if ctx.Err() == nil {
-							errs.Add(1)
-						}
-						return
-					}
-					ops.Add(1)
+	cl.each(inflight, func(c *nfsclient.V3) {
+		for ctx.Err() == nil {
+			if _, err := c.Getattr(ctx, root); err != nil {
+				if ctx.Err() == nil {
+					errs.Add(1)
 				}
-			}()
+				return
+			}
+			ops.Add(1)
 		}
-	}
-	wg.Wait()
+	})
 	r.Ops, r.Errors = ops.Load(), errs.Load()
 	return time.Since(start)
 }
@@ -402,8 +372,8 @@ func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
 	if err != nil {
 		return err
 	}
-	r.RSSMiB = procStatusKiB(st, "VmRSS:") / 1024
-	r.PeakRSSMiB = procStatusKiB(st, "VmHWM:") / 1024
+	r.RSSMiB = procField(st, "VmRSS:") / 1024
+	r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
 	m, err := fetchMetrics(metricsAddr)
 	if err != nil {
 		return err
@@ -413,19 +383,6 @@ func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
 	r.HeapMiB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
 	r.Goroutines = m["go_goroutines"]
 	return nil
-}
-
-// procStatusKiB is the value of a "Name:   N kB" line of
-// /proc/<pid>/status (0 if absent).
-func procStatusKiB(status []byte, name string) float64 {
-	s := bufio.NewScanner(bytes.NewReader(status))
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), name); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb
-		}
-	}
-	return 0
 }
 
 // fetchMetrics reads a gateway's /metrics: each sample by its name, the

@@ -60,6 +60,64 @@ func procCPU(pid int) (time.Duration, error) {
 	return parseProcStat(b)
 }
 
+// procUsage is what a process has used so far.
+type procUsage struct {
+	cpu time.Duration // utime+stime, all its threads
+	// syscalls is syscr+syscw of /proc/<pid>/io: the read- and
+	// write-family calls (read, readv, pread, write, writev, pwrite...)
+	// only; recvfrom, sendto, recvmsg, sendmsg, splice, epoll and futex
+	// are not counted there.
+	syscalls int64
+	// ctxSwitches is voluntary+nonvoluntary context switches summed over
+	// /proc/<pid>/task/*/status (the threads alive now).
+	ctxSwitches int64
+}
+
+// readProcUsage reads what process pid has used so far.
+func readProcUsage(pid int) (procUsage, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	var u procUsage
+	var err error
+	if u.cpu, err = procCPU(pid); err != nil {
+		return u, err
+	}
+	io, err := os.ReadFile(filepath.Join(dir, "io"))
+	if err != nil {
+		return u, err
+	}
+	u.syscalls = int64(procField(io, "syscr:") + procField(io, "syscw:"))
+	tasks, err := os.ReadDir(filepath.Join(dir, "task"))
+	if err != nil {
+		return u, err
+	}
+	for _, t := range tasks {
+		st, err := os.ReadFile(filepath.Join(dir, "task", t.Name(), "status"))
+		if err != nil {
+			continue // the thread has exited
+		}
+		u.ctxSwitches += int64(procField(st, "voluntary_ctxt_switches:") + procField(st, "nonvoluntary_ctxt_switches:"))
+	}
+	return u, nil
+}
+
+// perOp is what a process used from u0 to u1 divided by ops.
+func perOp(u0, u1 procUsage, ops int64) (cpuMicros, syscalls, ctxSwitches float64) {
+	n := float64(ops)
+	return float64((u1.cpu - u0.cpu).Nanoseconds()) / 1e3 / n, float64(u1.syscalls-u0.syscalls) / n, float64(u1.ctxSwitches-u0.ctxSwitches) / n
+}
+
+// procField is the number of a "Name:   N" or "Name:   N kB" line of a
+// /proc file (status, io), 0 if absent.
+func procField(b []byte, name string) float64 {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte(name)); ok {
+			n, _ := strconv.ParseFloat(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // benchProc is a process the bench started.
 type benchProc struct {
 	name   string

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -94,12 +96,55 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	}
 }
 
-func writeBenchJSON(w io.Writer, o *benchOptions, info *benchInfo, results []benchResult) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+// benchDoc is `rdmagw bench -json`'s document.
+func benchDoc(info *benchInfo, results []benchResult) any {
+	return struct {
 		Run     *benchInfo    `json:"run"`
 		Results []benchResult `json:"results"`
 		Ratios  []benchRatio  `json:"ratios"`
-	}{info, results, benchRatios(results)})
+	}{info, results, benchRatios(results)}
+}
+
+// benchReport is what a bench command measured, ready to print.
+type benchReport struct {
+	json      bool            // print doc as JSON rather than the table
+	doc       any             // the JSON document
+	table     func(io.Writer) // prints the table
+	hadErrors bool            // a result counted errors: the command fails
+}
+
+// benchCommand is the frame of `rdmagw bench` and `rdmagw bench-conns`:
+// it parses the flags (exit 2 on a bad one, 0 on -h), runs the bench
+// (exit 1 if it failed), prints the report, as JSON on stdout or as a
+// table, and exits 1 if printing failed or a result had errors.
+func benchCommand[O any](cmd string, args []string, stdout, stderr io.Writer,
+	parse func([]string, io.Writer) (O, error), run func(O) (benchReport, error)) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "rdmagw %s: %v\n", cmd, err)
+		return 2
+	}
+	rep, err := run(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "rdmagw %s: FAILED: %v\n", cmd, err)
+		return 1
+	}
+	if rep.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep.doc)
+	} else {
+		rep.table(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rdmagw %s: %v\n", cmd, err)
+		return 1
+	}
+	if rep.hadErrors {
+		return 1
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -56,6 +57,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log := gateway.NewLogger(cfg.Log, stderr)
 	log.Info("starting", "version", version.String(), "config", *path, "mode", cfg.Mode)
+	applyRuntime(cfg.Runtime, log)
 	sd, err := sdnotify.FromEnv()
 	if err != nil {
 		log.Warn("systemd notification socket unusable; not notifying", "error", err)
@@ -73,6 +75,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1)}
 	return d.run(cfg)
+}
+
+// applyRuntime puts runtime.procs in force (GOMAXPROCS; 0 keeps Go's
+// default) and logs what runs; the value in force is exported as
+// go_sched_gomaxprocs_threads.
+func applyRuntime(rc gateway.RuntimeConfig, log hclog.Logger) {
+	source := "go default"
+	if rc.Procs > 0 {
+		runtime.GOMAXPROCS(rc.Procs)
+		source = "runtime.procs"
+	}
+	log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", source, "cpus", runtime.NumCPU())
 }
 
 // gatewayRunner is what serve runs: a forward or a reverse gateway.

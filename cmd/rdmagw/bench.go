@@ -316,12 +316,12 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
 		info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
 	}
-	cpu0 := p.cpu()
+	u0, measured := p.usage()
 	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
-	if cpu0 >= 0 && r.Ops > 0 {
-		if cpu1 := p.cpu(); cpu1 >= cpu0 {
+	if measured && r.Ops > 0 {
+		if u1, ok := p.usage(); ok && u1.cpu >= u0.cpu {
 			r.CPUProcess = p.proc
-			r.CPUMicrosPerOp = float64((cpu1 - cpu0).Nanoseconds()) / 1e3 / float64(r.Ops)
+			r.CPUMicrosPerOp, r.SyscallsPerOp, r.CtxSwitchesPerOp = perOp(u0, u1, r.Ops)
 		}
 	}
 	if prof != nil {
@@ -415,17 +415,14 @@ type benchPath struct {
 	proc   string // what pid is, for the report
 }
 
-// cpu is the CPU the path's relay process has used so far, -1 if it is
-// not measured.
-func (p *benchPath) cpu() time.Duration {
+// usage is what the path's relay process has used so far; false if it
+// is not measured.
+func (p *benchPath) usage() (procUsage, bool) {
 	if p.pid == 0 {
-		return -1
+		return procUsage{}, false
 	}
-	d, err := procCPU(p.pid)
-	if err != nil {
-		return -1
-	}
-	return d
+	u, err := readProcUsage(p.pid)
+	return u, err == nil
 }
 
 // dialBenchPaths connects the gateway path and, with -direct, the TCP

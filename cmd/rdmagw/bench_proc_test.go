@@ -72,7 +72,7 @@ func TestProcCPU(t *testing.T) {
 
 func TestBenchTableCPU(t *testing.T) {
 	results := []benchResult{
-		{Op: "getattr", Path: "gateway", InFlight: 1, Ops: 100, OpsPerSec: 50, P50Micros: 30, P99Micros: 60, CPUProcess: "rdmagw", CPUMicrosPerOp: 40},
+		{Op: "getattr", Path: "gateway", InFlight: 1, Ops: 100, OpsPerSec: 50, P50Micros: 30, P99Micros: 60, CPUProcess: "rdmagw", CPUMicrosPerOp: 40, SyscallsPerOp: 4.25, CtxSwitchesPerOp: 3.5},
 		{Op: "getattr", Path: "haproxy", InFlight: 1, Ops: 100, OpsPerSec: 100, P50Micros: 20, P99Micros: 40, CPUProcess: "haproxy", CPUMicrosPerOp: 10},
 		{Op: "getattr", Path: "gateway", InFlight: 8, Ops: 100, OpsPerSec: 90, P50Micros: 30, P99Micros: 60},
 		{Op: "getattr", Path: "haproxy", InFlight: 8, Ops: 100, OpsPerSec: 100, P50Micros: 30, P99Micros: 60, CPUMicrosPerOp: 10},
@@ -85,7 +85,7 @@ func TestBenchTableCPU(t *testing.T) {
 	var out bytes.Buffer
 	printBenchTable(&out, &benchInfo{GatewayPID: 10, RelayPID: 11, Relay: "haproxy"}, results)
 	t.Logf("\n%s", out.String())
-	for _, want := range []string{"CPU µs/op", "gateway / haproxy", "4.00x", "40.0", "pid 10", "haproxy: pid 11"} {
+	for _, want := range []string{"CPU µs/op", "syscalls/op", "ctx sw/op", "read- and write-family calls only", "gateway / haproxy", "4.00x", "40.0", "pid 10", "haproxy: pid 11"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -133,8 +133,14 @@ func TestBenchRelay(t *testing.T) {
 		t.Fatalf("%d results, %d ratios; want 8, 4", len(got.Results), len(got.Ratios))
 	}
 	for _, r := range got.Results {
-		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || (r.Path != "gateway" && r.Path != "haproxy") {
+		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || r.CtxSwitchesPerOp <= 0 || (r.Path != "gateway" && r.Path != "haproxy") {
 			t.Errorf("result %+v", r)
+		}
+		// One in flight, every call is its own round: the gateway reads
+		// the call and writes it to the server, reads the reply and writes
+		// it back (read/write-family calls, as /proc/<pid>/io counts them).
+		if r.Path == "gateway" && r.InFlight == 1 && r.SyscallsPerOp < 2 {
+			t.Errorf("gateway %s at 1 in flight: %.2f syscalls per op, want at least 2", r.Op, r.SyscallsPerOp)
 		}
 	}
 	for _, r := range got.Ratios {
@@ -153,5 +159,36 @@ func TestBenchRelay(t *testing.T) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("pid %d still there after the bench: %v", pid, err)
 		}
+	}
+}
+
+// TestProcUsage reads this process's /proc entries: a file written and
+// read back counts (at least) a write and a read, the threads have been
+// switched, and the two context-switch lines are told apart.
+func TestProcUsage(t *testing.T) {
+	u0, err := readProcUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(f); err != nil {
+		t.Fatal(err)
+	}
+	u1, err := readProcUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := u1.syscalls - u0.syscalls; d < 2 {
+		t.Errorf("syscr+syscw grew by %d over a write and a read, want at least 2", d)
+	}
+	if u1.ctxSwitches <= 0 || u1.cpu <= 0 {
+		t.Errorf("usage %+v: no context switches or CPU", u1)
+	}
+	st := []byte("Name:\tx\nVmRSS:\t  2048 kB\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t5\n")
+	if v, n, rss := procField(st, "voluntary_ctxt_switches:"), procField(st, "nonvoluntary_ctxt_switches:"), procField(st, "VmRSS:"); v != 7 || n != 5 || rss != 2048 {
+		t.Errorf("procField: voluntary %v, nonvoluntary %v, VmRSS %v; want 7, 5, 2048", v, n, rss)
 	}
 }

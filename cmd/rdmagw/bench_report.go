@@ -56,10 +56,14 @@ func cpuCell(v float64, format string) string {
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\t")
+	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
-			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"))
+		sys, cs := "-", "-"
+		if r.CPUMicrosPerOp > 0 {
+			sys, cs = fmt.Sprintf("%.2f", r.SyscallsPerOp), fmt.Sprintf("%.2f", r.CtxSwitchesPerOp)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
+			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"), sys, cs)
 	}
 	tw.Flush()
 	if ratios := benchRatios(results); len(ratios) > 0 {
@@ -72,7 +76,11 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 		tw.Flush()
 	}
 	if info.GatewayPID != 0 || info.RelayPID != 0 {
-		fmt.Fprintln(w, "\nCPU per op: utime+stime of the process (/proc/<pid>/stat) over the run, divided by its ops:")
+		fmt.Fprintln(w, "\nPer op, of each relay process over the run, divided by its ops:")
+		fmt.Fprintln(w, "  CPU: utime+stime (/proc/<pid>/stat)")
+		fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
+		fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex)")
+		fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
 		if info.GatewayPID != 0 {
 			fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)
 		}

@@ -84,6 +84,12 @@ type benchResult struct {
 	// process is not known (an in-process gateway, a direct path).
 	CPUProcess     string  `json:"cpu_process,omitempty"`
 	CPUMicrosPerOp float64 `json:"cpu_us_per_op,omitempty"`
+	// SyscallsPerOp and CtxSwitchesPerOp are that process's system
+	// calls (syscr+syscw of /proc/<pid>/io: read- and write-family calls
+	// only) and context switches (voluntary and not, over its threads)
+	// per operation, measured when CPUMicrosPerOp is.
+	SyscallsPerOp    float64 `json:"syscalls_per_op"`
+	CtxSwitchesPerOp float64 `json:"ctx_switches_per_op"`
 }
 
 // benchRun is how long and how wide one workload runs.

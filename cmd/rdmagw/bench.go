@@ -41,6 +41,7 @@ type benchOptions struct {
 
 	relay          string // "haproxy": the direct path goes through a TCP relay started here
 	spawnGateway   bool   // run the gateway as its own process (rdmagw serve)
+	gatewayProcs   []int  // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
 	gatewayPID     int    // the gateway's process, for CPU per op
 	gatewayMetrics string // the gateway's metrics.listen, for -cpuprofile
 	burn           int    // CPU burner processes beside the run
@@ -52,7 +53,7 @@ type benchOptions struct {
 // benchFlagText holds the flags that parseBenchFlags converts after
 // parsing.
 type benchFlagText struct {
-	ops, size, concurrency *string
+	ops, size, concurrency, procs *string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -100,6 +101,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.metrics, "metrics", "", "with -embedded: where the gateway serves /metrics")
 	fs.StringVar(&o.relay, "relay", "", "haproxy: the direct path goes through haproxy in TCP mode, started here in front of -backend")
 	fs.BoolVar(&o.spawnGateway, "spawn-gateway", false, "start the gateway as its own process (rdmagw serve, pure-Go provider, loopback) in front of -backend")
+	text.procs = fs.String("gateway-procs", "", "with -spawn-gateway: the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list (1,2) starts one gateway for each and runs every workload through each in turn")
 	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
@@ -118,6 +120,9 @@ func (o *benchOptions) convert(text benchFlagText) error {
 	}
 	if o.concurrency, err = parseConcurrency(*text.concurrency); err != nil {
 		return fmt.Errorf("-concurrency: %w", err)
+	}
+	if o.gatewayProcs, err = parseProcsList(*text.procs); err != nil {
+		return fmt.Errorf("-gateway-procs: %w", err)
 	}
 	s, err := gateway.ParseByteSize(*text.size)
 	if err != nil || s < 1<<20 {
@@ -164,6 +169,8 @@ func (o *benchOptions) checkExtras() error {
 		return errors.New("-relay is on the direct path: not with -direct=false")
 	case o.burn < 0:
 		return errors.New("-burn must not be negative")
+	case o.gatewayProcs != nil && !o.spawnGateway:
+		return errors.New("-gateway-procs sets the spawned gateway's runtime.procs: with -spawn-gateway only")
 	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
 		return errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
 	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
@@ -185,6 +192,29 @@ func parseConcurrency(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// parseProcsList reads "1,2": runtime.procs values, each 0 (Go's
+// default) to gateway.MaxRuntimeProcs; "" is none.
+func parseProcsList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > gateway.MaxRuntimeProcs {
+			return nil, fmt.Errorf("%q: want whole numbers from 0 (Go's default) to %d, separated by commas", s, gateway.MaxRuntimeProcs)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runtimeProcsConfig is the runtime section a spawned gateway gets for
+// -gateway-procs.
+func runtimeProcsConfig(procs int) string {
+	return fmt.Sprintf("runtime:\n  procs: %d\n", procs)
 }
 
 func bench(args []string, stdout, stderr io.Writer) int {
@@ -210,10 +240,23 @@ type benchInfo struct {
 	// The processes whose CPU is measured (0: not measured), and the
 	// ones the bench started (all stopped by the time it returns).
 	GatewayPID int    `json:"gateway_pid,omitempty"`
+	// Gateways are the gateway processes started (-spawn-gateway), one
+	// per -gateway-procs value; GatewayPID is the first's.
+	Gateways   []benchGateway `json:"gateways,omitempty"`
 	RelayPID   int    `json:"relay_pid,omitempty"`
 	Relay      string `json:"relay,omitempty"`
 	Burners    []int  `json:"burner_pids,omitempty"`
 	CPUProfile string `json:"cpu_profile,omitempty"` // "op@in-flight file"
+}
+
+// benchGateway is a gateway process the bench started, and the path
+// through it.
+type benchGateway struct {
+	Path    string `json:"path"`
+	PID     int    `json:"pid"`
+	Procs   int    `json:"procs"` // its runtime.procs (0: Go's default)
+	Addr    string `json:"address"`
+	Metrics string `json:"metrics"`
 }
 
 func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult, info *benchInfo, err error) {
@@ -310,7 +353,7 @@ func openBenchTargets(ctx context.Context, paths []*benchPath, bf *benchFile, si
 func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchInfo, p *benchPath, op benchOp, n int, progress io.Writer) (benchResult, error) {
 	run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
 	var prof chan error
-	if o.cpuprofile != "" && p.name == "gateway" && op.name == o.profileOp && n == o.profileDepth {
+	if o.cpuprofile != "" && p.profiled && op.name == o.profileOp && n == o.profileDepth {
 		prof = make(chan error, 1)
 		secs := max(1, int(o.duration.Seconds()))
 		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
@@ -360,13 +403,9 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 		info.Gateway, info.Backend, info.MetricsURL = o.gateway, o.backend, st.local.metricsURL()
 	}
 	if o.spawnGateway {
-		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, "")
-		if err != nil {
+		if err := st.spawnGateways(o, info); err != nil {
 			return err
 		}
-		st.procs = append(st.procs, p)
-		o.gateway, st.metrics = addr, metrics
-		info.Gateway, info.GatewayPID, info.MetricsURL = addr, p.pid(), "http://"+metrics+"/metrics"
 	}
 	info.Direct = o.backend
 	if o.relay == "haproxy" {
@@ -387,6 +426,35 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 			info.Burners = append(info.Burners, p.pid())
 		}
 	}
+	return nil
+}
+
+// spawnGateways starts the gateway processes: one per -gateway-procs
+// value, or one with its default. The first is the one -cpuprofile
+// profiles and -gateway names.
+func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
+	procs := o.gatewayProcs
+	if procs == nil {
+		procs = []int{-1}
+	}
+	for _, n := range procs {
+		extra, path := "", "gateway"
+		if n >= 0 {
+			extra = runtimeProcsConfig(n)
+		}
+		if len(procs) > 1 {
+			path = fmt.Sprintf("gateway-p%d", n)
+		}
+		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, extra)
+		if err != nil {
+			return err
+		}
+		st.procs = append(st.procs, p)
+		info.Gateways = append(info.Gateways, benchGateway{Path: path, PID: p.pid(), Procs: max(n, 0), Addr: addr, Metrics: metrics})
+	}
+	g := info.Gateways[0]
+	o.gateway, st.metrics = g.Addr, g.Metrics
+	info.Gateway, info.GatewayPID, info.MetricsURL = g.Addr, g.PID, "http://"+g.Metrics+"/metrics"
 	return nil
 }
 
@@ -413,6 +481,8 @@ type benchPath struct {
 	target benchTarget
 	pid    int    // the relay process on this path whose CPU is measured (0: none)
 	proc   string // what pid is, for the report
+	// profiled: the gateway path -cpuprofile covers (the first).
+	profiled bool
 }
 
 // usage is what the path's relay process has used so far; false if it
@@ -428,15 +498,28 @@ func (p *benchPath) usage() (procUsage, bool) {
 // dialBenchPaths connects the gateway path and, with -direct, the TCP
 // path (through the relay if there is one).
 func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*benchPath, error) {
-	gw, err := dialRDMAClient(ctx, o.gateway, max(64, 2*slices.Max(o.concurrency)))
-	if err != nil {
-		return nil, fmt.Errorf("connect to the gateway %s: %w", o.gateway, err)
+	gws := info.Gateways
+	if gws == nil {
+		gws = []benchGateway{{Path: "gateway", PID: info.GatewayPID, Addr: o.gateway}}
 	}
-	paths := []*benchPath{{name: "gateway", tr: gw, pid: info.GatewayPID, proc: "rdmagw"}}
+	var paths []*benchPath
+	closeAll := func() {
+		for _, p := range paths {
+			p.tr.Close()
+		}
+	}
+	for i, g := range gws {
+		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("connect to the gateway %s: %w", g.Addr, err)
+		}
+		paths = append(paths, &benchPath{name: g.Path, tr: gw, pid: g.PID, proc: "rdmagw", profiled: i == 0})
+	}
 	if o.direct {
 		d, err := nfsclient.DialTCP(ctx, info.Direct)
 		if err != nil {
-			gw.Close()
+			closeAll()
 			return nil, fmt.Errorf("connect to %s: %w", info.Direct, err)
 		}
 		name := "direct"

@@ -47,6 +47,7 @@ type connsOptions struct {
 	json     bool
 	profile  string   // directory for the gateway's CPU and heap profiles
 	bins     []string // the gateway programs compared ("": this one)
+	procs    []int    // the gateways' runtime.procs compared (nil: not set)
 }
 
 func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
@@ -62,11 +63,15 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
 	fs.StringVar(&o.profile, "profile", "", "write the gateway's CPU profile of the load and heap profile after it to this directory (cpu-N-R.prof, heap-N-R.prof)")
 	bins := fs.String("gateway-bin", "", "the rdmagw programs run as the gateway, a list alternates them within each run (default: this one), e.g. old,new")
+	procs := fs.String("gateway-procs", "", "the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list alternates them within each run, e.g. 1,2")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	o.bins = strings.Split(*bins, ",")
 	var err error
+	if o.procs, err = parseProcsList(*procs); err != nil {
+		return nil, fmt.Errorf("-gateway-procs: %w", err)
+	}
 	if o.conns, err = parseConcurrency(*conns); err != nil {
 		return nil, fmt.Errorf("-conns: %w", err)
 	}
@@ -86,10 +91,14 @@ type connsResult struct {
 	Conns         int     `json:"conns"`
 	Run           int     `json:"run"`
 	Gateway       string  `json:"gateway_bin,omitempty"`
+	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default)
+	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"` // in force, from its go_sched_gomaxprocs_threads
 	SetupSeconds  float64 `json:"setup_seconds"` // connecting all clients
 	Ops           int64   `json:"ops"`
 	OpsPerSec     float64 `json:"ops_per_sec"`
 	CPUPerOpUs    float64 `json:"gateway_cpu_us_per_op"`
+	SyscallsPerOp float64 `json:"gateway_syscalls_per_op"`     // syscr+syscw: read/write family only
+	CtxSwPerOp    float64 `json:"gateway_ctx_switches_per_op"` // voluntary+nonvoluntary, all threads
 	CPUCores      float64 `json:"gateway_cpu_cores"` // CPU seconds per second of load
 	ClientCores   float64 `json:"client_cpu_cores"`  // the same of this process (the clients)
 	RSSMiB        float64 `json:"gateway_rss_mib"`
@@ -131,18 +140,41 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 	var results []connsResult
 	for run := 1; run <= o.repeat; run++ {
 		for _, n := range o.conns {
-			for _, bin := range o.bins {
-				r, err := runConnsCase(o, dir, memAddr, n, run, bin)
+			for _, c := range o.cases() {
+				r, err := runConnsCase(o, dir, memAddr, n, run, c)
 				if err != nil {
-					return results, fmt.Errorf("%d connections (run %d, %s): %w", n, run, bin, err)
+					return results, fmt.Errorf("%d connections (run %d, %s, procs %d): %w", n, run, c.bin, c.procs, err)
 				}
-				fmt.Fprintf(progress, "  %d conns run %d %s: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
-					n, run, bin, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
+				fmt.Fprintf(progress, "  %d conns run %d %s procs %.0f: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
+					n, run, c.bin, r.GOMAXPROCS, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
 				results = append(results, r)
 			}
 		}
 	}
 	return results, nil
+}
+
+// connsGateway is one gateway compared: its program ("": this one) and
+// runtime.procs (-1: not set).
+type connsGateway struct {
+	bin   string
+	procs int
+}
+
+// cases are the gateways compared at each connection count, in the
+// order they run.
+func (o *connsOptions) cases() []connsGateway {
+	procs := o.procs
+	if procs == nil {
+		procs = []int{-1}
+	}
+	var out []connsGateway
+	for _, bin := range o.bins {
+		for _, p := range procs {
+			out = append(out, connsGateway{bin, p})
+		}
+	}
+	return out
 }
 
 // connsGatewayConfig is what bench-conns adds to the gateway's
@@ -158,13 +190,17 @@ connections:
 
 // runConnsCase starts a gateway (program bin, "" this one), connects n
 // clients to it, loads them and measures the gateway.
-func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) (connsResult, error) {
-	r := connsResult{Conns: n, Run: run, Gateway: bin}
+func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGateway) (connsResult, error) {
+	bin := gw.bin
+	r := connsResult{Conns: n, Run: run, Gateway: bin, Procs: max(gw.procs, 0)}
 	if bin != "" {
 		benchExecutable = func() (string, error) { return bin, nil }
 		defer func() { benchExecutable = os.Executable }()
 	}
 	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, n+16)
+	if gw.procs >= 0 {
+		extra += runtimeProcsConfig(gw.procs)
+	}
 	p, addr, metrics, err := startGatewayProcess(dir, memAddr, extra)
 	if err != nil {
 		return r, err
@@ -187,23 +223,23 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) 
 	}
 	prof := make(chan error, 1)
 	if o.profile != "" {
-		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(bin)))
+		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(gw)))
 		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
 	}
 	self0, _ := procCPU(os.Getpid())
-	cpu0, err := procCPU(p.pid())
+	u0, err := readProcUsage(p.pid())
 	if err != nil {
 		return r, err
 	}
 	el := cl.load(ctx, root, o.inflight, o.duration, &r)
 	self1, _ := procCPU(os.Getpid())
-	cpu1, err := procCPU(p.pid())
+	u1, err := readProcUsage(p.pid())
 	if err != nil {
 		return r, err
 	}
 	r.OpsPerSec = float64(r.Ops) / el.Seconds()
-	r.CPUPerOpUs = float64((cpu1 - cpu0).Microseconds()) / float64(max(r.Ops, 1))
-	r.CPUCores = (cpu1 - cpu0).Seconds() / el.Seconds()
+	r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp = perOp(u0, u1, max(r.Ops, 1))
+	r.CPUCores = (u1.cpu - u0.cpu).Seconds() / el.Seconds()
 	r.ClientCores = (self1 - self0).Seconds() / el.Seconds()
 	if err := gatewayMemory(p.pid(), metrics, &r); err != nil {
 		return r, err
@@ -212,17 +248,21 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, bin string) 
 		if err := <-prof; err != nil {
 			return r, err
 		}
-		return r, fetchProfile(metrics, "heap", 0, filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(bin))))
+		return r, fetchProfile(metrics, "heap", 0, filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(gw))))
 	}
 	return r, nil
 }
 
-// profSuffix tells apart the profiles of gateway programs.
-func profSuffix(bin string) string {
-	if bin == "" {
-		return ""
+// profSuffix tells apart the profiles of the gateways compared.
+func profSuffix(gw connsGateway) string {
+	s := ""
+	if gw.bin != "" {
+		s = "-" + filepath.Base(gw.bin)
 	}
-	return "-" + filepath.Base(bin)
+	if gw.procs >= 0 {
+		s += fmt.Sprintf("-p%d", gw.procs)
+	}
+	return s
 }
 
 // connsClients are the n client connections on one pure-Go device and
@@ -382,6 +422,7 @@ func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
 	r.RegisteredMiB = m[metricname.PoolBytesRegistered]/(1<<20) + r.RecvMiB
 	r.HeapMiB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
 	r.Goroutines = m["go_goroutines"]
+	r.GOMAXPROCS = m["go_sched_gomaxprocs_threads"]
 	return nil
 }
 
@@ -412,14 +453,15 @@ func fetchMetrics(metricsAddr string) (map[string]float64, error) {
 }
 
 func printConnsTable(w io.Writer, rs []connsResult) {
-	fmt.Fprintf(w, "%-16s %6s %4s %9s %10s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n",
-		"gateway", "conns", "run", "ops/s", "gw_us/op", "gw_cores", "cli_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
+	fmt.Fprintln(w, "sys/op: the gateway's syscr+syscw (/proc/<pid>/io, read- and write-family calls only); csw/op: its voluntary+nonvoluntary context switches, all threads; procs: its GOMAXPROCS (go_sched_gomaxprocs_threads)")
+	fmt.Fprintf(w, "%-16s %5s %6s %4s %9s %10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n",
+		"gateway", "procs", "conns", "run", "ops/s", "gw_us/op", "sys/op", "csw/op", "gw_cores", "cli_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
 	for _, r := range rs {
 		bin := r.Gateway
 		if bin == "" {
 			bin = "this"
 		}
-		fmt.Fprintf(w, "%-16s %6d %4d %9.0f %10.1f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
-			filepath.Base(bin), r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
+		fmt.Fprintf(w, "%-16s %5.0f %6d %4d %9.0f %10.1f %8.2f %8.2f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
+			filepath.Base(bin), r.GOMAXPROCS, r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
 	}
 }

@@ -3,20 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
 // TestBenchConns runs `rdmagw bench-conns` end to end for two small
 // cases: the gateway is its own process (this test binary standing in
 // for rdmagw), the clients carry GETATTRs through it, and the report
-// holds the gateway's own RSS, registered bytes and CPU.
+// holds the gateway's own RSS, registered bytes and CPU. -gateway-procs
+// 3 (more than the default on the 2-CPU machines this runs on) must be
+// the gateway's GOMAXPROCS, as its go_sched_gomaxprocs_threads says.
 func TestBenchConns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a gateway process")
 	}
 	t.Setenv(asRdmagwEnv, "1") // the spawned "rdmagw serve" is this binary
 	var out, errs bytes.Buffer
-	if rc := benchConns([]string{"-conns", "1,3", "-duration", "1s", "-srq-depth", "64", "-json"}, &out, &errs); rc != 0 {
+	if rc := benchConns([]string{"-conns", "1,3", "-duration", "1s", "-srq-depth", "64", "-gateway-procs", "3", "-json"}, &out, &errs); rc != 0 {
 		t.Fatalf("bench-conns exit %d\n%s", rc, errs.String())
 	}
 	var rs []connsResult
@@ -27,8 +30,16 @@ func TestBenchConns(t *testing.T) {
 		t.Fatalf("cases %+v, want 1 then 3 connections", rs)
 	}
 	for _, r := range rs {
-		if r.Ops == 0 || r.Errors != 0 || r.RSSMiB <= 0 || r.Goroutines <= 0 {
+		if r.Ops == 0 || r.Errors != 0 || r.RSSMiB <= 0 || r.Goroutines <= 0 || r.CtxSwPerOp <= 0 {
 			t.Errorf("%d connections: %+v", r.Conns, r)
+		}
+		// Every GETATTR is read from a connection and its reply written
+		// to one, on the client side and on the backend side.
+		if r.SyscallsPerOp < 1 {
+			t.Errorf("%d connections: %.2f read/write calls per op, want at least 1", r.Conns, r.SyscallsPerOp)
+		}
+		if r.Procs != 3 || r.GOMAXPROCS != 3 {
+			t.Errorf("%d connections: runtime.procs %d, GOMAXPROCS in force %v; want 3, 3", r.Conns, r.Procs, r.GOMAXPROCS)
 		}
 		// The shared receive queue: 64 x the default 4 KiB inline_recv.
 		if r.RecvMiB != 0.25 {
@@ -45,7 +56,20 @@ func TestConnsFlags(t *testing.T) {
 		}
 	}
 	o, err := parseConnsFlags([]string{"-conns", "16,1000", "-gateway-bin", "a,b"}, &errs)
-	if err != nil || len(o.conns) != 2 || len(o.bins) != 2 {
+	if err != nil || len(o.conns) != 2 || len(o.bins) != 2 || o.procs != nil {
 		t.Fatalf("%+v, %v", o, err)
+	}
+	o, err = parseConnsFlags([]string{"-gateway-bin", "a,b", "-gateway-procs", "1,0"}, &errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []connsGateway{{"a", 1}, {"a", 0}, {"b", 1}, {"b", 0}}
+	if got := o.cases(); !slices.Equal(got, want) {
+		t.Errorf("cases %v, want %v", got, want)
+	}
+	for _, bad := range []string{"-1", "1,x", "5000"} {
+		if _, err := parseConnsFlags([]string{"-gateway-procs", bad}, &errs); err == nil {
+			t.Errorf("-gateway-procs %s accepted", bad)
+		}
 	}
 }

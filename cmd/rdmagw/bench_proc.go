@@ -296,7 +296,7 @@ func startGatewayProcess(dir, backend, extra string) (p *benchProc, addr, metric
 	if err != nil {
 		return nil, "", "", err
 	}
-	cf := filepath.Join(dir, "gateway.yaml")
+	cf := filepath.Join(dir, fmt.Sprintf("gateway-%d.yaml", lport))
 	if err := os.WriteFile(cf, append(fmt.Appendf(nil, gatewayProcessConfig, lport, host, port, mport), extra...), 0o644); err != nil {
 		return nil, "", "", err
 	}

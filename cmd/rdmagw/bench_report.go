@@ -13,6 +13,7 @@ import (
 // benchRatio compares the gateway with the other path (direct, or
 // through the relay) for one workload at one in-flight level.
 type benchRatio struct {
+	Gateway    string  `json:"gateway"` // the gateway's path (several with -gateway-procs 1,2)
 	Op         string  `json:"op"`
 	InFlight   int     `json:"in_flight"`
 	Versus     string  `json:"versus"`     // the other path's name
@@ -24,15 +25,19 @@ type benchRatio struct {
 	CPUPerOp float64 `json:"cpu_per_op,omitempty"`
 }
 
+// isGatewayPath tells the gateway's paths ("gateway", "gateway-p1"...)
+// from the direct or relayed one.
+func isGatewayPath(path string) bool { return strings.HasPrefix(path, "gateway") }
+
 func benchRatios(results []benchResult) []benchRatio {
 	var out []benchRatio
 	for i, g := range results {
-		if g.Path != "gateway" {
+		if !isGatewayPath(g.Path) {
 			continue
 		}
 		for _, d := range results[i+1:] {
-			if d.Op == g.Op && d.InFlight == g.InFlight && d.Path != "gateway" && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
-				r := benchRatio{Op: g.Op, InFlight: g.InFlight, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
+			if d.Op == g.Op && d.InFlight == g.InFlight && !isGatewayPath(d.Path) && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
+				r := benchRatio{Gateway: g.Path, Op: g.Op, InFlight: g.InFlight, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
 					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros}
 				if g.CPUMicrosPerOp > 0 && d.CPUMicrosPerOp > 0 {
 					r.CPUPerOp = g.CPUMicrosPerOp / d.CPUMicrosPerOp
@@ -69,9 +74,9 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if ratios := benchRatios(results); len(ratios) > 0 {
 		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "op\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
+		fmt.Fprintln(tw, "gateway\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
 		for _, r := range ratios {
-			fmt.Fprintf(tw, "%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t\n", r.Op, r.InFlight, r.Throughput, r.P50, r.P99, cpuCell(r.CPUPerOp, "%.2fx"))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t\n", r.Gateway, r.Op, r.InFlight, r.Throughput, r.P50, r.P99, cpuCell(r.CPUPerOp, "%.2fx"))
 		}
 		tw.Flush()
 	}
@@ -81,7 +86,10 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 		fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
 		fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex)")
 		fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
-		if info.GatewayPID != 0 {
+		for _, g := range info.Gateways {
+			fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)
+		}
+		if info.Gateways == nil && info.GatewayPID != 0 {
 			fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)
 		}
 		if info.RelayPID != 0 {

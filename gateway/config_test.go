@@ -175,6 +175,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"pprof without metrics", "metrics:\n  listen: \"\"\n  pprof: true\n", "metrics.pprof", "metrics.listen"},
 		{"log level", "log:\n  level: loud\n", "log.level", "trace, debug"},
 		{"log format", "log:\n  format: xml\n", "log.format", `"text" or "json"`},
+		{"runtime procs negative", "runtime:\n  procs: -1\n", "runtime.procs", "between 0 (Go's default) and 1024"},
+		{"runtime procs huge", "runtime:\n  procs: 1025\n", "runtime.procs", "between 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -105,8 +105,9 @@ func TestBenchTableCPU(t *testing.T) {
 // TestBenchRelay is `rdmagw bench -spawn-gateway -relay haproxy` against
 // nfs-ganesha: the gateway as its own process and haproxy in TCP mode in
 // front of the same ganesha, CPU per op of both, a CPU burner beside
-// them and a CPU profile of the gateway; every process the bench started
-// is gone afterwards. With RDMAGW_BENCH_ARGS set (scripts/bench-relay.sh)
+// them and a CPU profile of the gateway; two gateways (-gateway-procs
+// 1,2), each compared with haproxy; every process the bench started is
+// gone afterwards. With RDMAGW_BENCH_ARGS set (scripts/bench-relay.sh)
 // it runs those bench flags instead and prints the table: the
 // measurement, not a test.
 func TestBenchRelay(t *testing.T) {
@@ -128,34 +129,36 @@ func TestBenchRelay(t *testing.T) {
 	}
 	prof := filepath.Join(t.TempDir(), "gw.pprof")
 	got := runBenchJSON(t, append(base, "-duration", "1s", "-ops", "getattr,read-4k", "-size", "1MiB",
-		"-concurrency", "1,4", "-burn", "1", "-cpuprofile", prof, "-profile-op", "getattr")...)
-	if len(got.Results) != 8 || len(got.Ratios) != 4 {
-		t.Fatalf("%d results, %d ratios; want 8, 4", len(got.Results), len(got.Ratios))
+		"-concurrency", "1,4", "-burn", "1", "-cpuprofile", prof, "-profile-op", "getattr", "-gateway-procs", "1,2")...)
+	if len(got.Results) != 12 || len(got.Ratios) != 8 {
+		t.Fatalf("%d results, %d ratios; want 12, 8", len(got.Results), len(got.Ratios))
 	}
 	for _, r := range got.Results {
-		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || r.CtxSwitchesPerOp <= 0 || (r.Path != "gateway" && r.Path != "haproxy") {
+		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || r.CtxSwitchesPerOp <= 0 || (r.Path != "gateway-p1" && r.Path != "gateway-p2" && r.Path != "haproxy") {
 			t.Errorf("result %+v", r)
 		}
 		// One in flight, every call is its own round: the gateway reads
 		// the call and writes it to the server, reads the reply and writes
 		// it back (read/write-family calls, as /proc/<pid>/io counts them).
-		if r.Path == "gateway" && r.InFlight == 1 && r.SyscallsPerOp < 2 {
+		if r.Path != "haproxy" && r.InFlight == 1 && r.SyscallsPerOp < 2 {
 			t.Errorf("gateway %s at 1 in flight: %.2f syscalls per op, want at least 2", r.Op, r.SyscallsPerOp)
 		}
 	}
-	for _, r := range got.Ratios {
-		if r.Versus != "haproxy" || r.CPUPerOp <= 0 {
-			t.Errorf("ratio %+v", r)
+	for i, r := range got.Ratios {
+		if want := []string{"gateway-p1", "gateway-p2"}[i%2]; r.Gateway != want || r.Versus != "haproxy" || r.CPUPerOp <= 0 {
+			t.Errorf("ratio %+v, want %s vs haproxy", r, want)
 		}
 	}
 	b, err := os.ReadFile(prof)
 	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a pprof profile is gzipped protobuf
 		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
 	}
-	if got.Run.GatewayPID == 0 || got.Run.RelayPID == 0 || len(got.Run.Burners) != 1 {
+	gws := got.Run.Gateways
+	if got.Run.GatewayPID == 0 || got.Run.RelayPID == 0 || len(got.Run.Burners) != 1 || len(gws) != 2 ||
+		gws[0].PID != got.Run.GatewayPID || gws[0].Procs != 1 || gws[1].Procs != 2 {
 		t.Fatalf("run info %+v", got.Run)
 	}
-	for _, pid := range append([]int{got.Run.GatewayPID, got.Run.RelayPID}, got.Run.Burners...) {
+	for _, pid := range append([]int{gws[0].PID, gws[1].PID, got.Run.RelayPID}, got.Run.Burners...) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("pid %d still there after the bench: %v", pid, err)
 		}

@@ -97,6 +97,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-ops", "frobnicate"},
 		{"bench", "-embedded", "-ops", "read-2m"},
 		{"bench", "-embedded", "-vers", "2"},
+		{"bench", "-embedded", "-gateway-procs", "1"},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
 	} {
 		var out, errb bytes.Buffer
 		if rc := run(args, &out, &errb); rc != 2 {

@@ -226,21 +226,9 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(gw)))
 		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
 	}
-	self0, _ := procCPU(os.Getpid())
-	u0, err := readProcUsage(p.pid())
-	if err != nil {
+	if err := cl.measure(ctx, root, o, p.pid(), &r); err != nil {
 		return r, err
 	}
-	el := cl.load(ctx, root, o.inflight, o.duration, &r)
-	self1, _ := procCPU(os.Getpid())
-	u1, err := readProcUsage(p.pid())
-	if err != nil {
-		return r, err
-	}
-	r.OpsPerSec = float64(r.Ops) / el.Seconds()
-	r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp = perOp(u0, u1, max(r.Ops, 1))
-	r.CPUCores = (u1.cpu - u0.cpu).Seconds() / el.Seconds()
-	r.ClientCores = (self1 - self0).Seconds() / el.Seconds()
 	if err := gatewayMemory(p.pid(), metrics, &r); err != nil {
 		return r, err
 	}
@@ -403,6 +391,27 @@ func (cl *connsClients) load(ctx context.Context, root []byte, inflight int, d t
 	})
 	r.Ops, r.Errors = ops.Load(), errs.Load()
 	return time.Since(start)
+}
+
+// measure runs the load and fills r's rates and what the gateway (pid)
+// and this process used per op and per second.
+func (cl *connsClients) measure(ctx context.Context, root []byte, o *connsOptions, pid int, r *connsResult) error {
+	self0, _ := procCPU(os.Getpid())
+	u0, err := readProcUsage(pid)
+	if err != nil {
+		return err
+	}
+	el := cl.load(ctx, root, o.inflight, o.duration, r)
+	self1, _ := procCPU(os.Getpid())
+	u1, err := readProcUsage(pid)
+	if err != nil {
+		return err
+	}
+	r.OpsPerSec = float64(r.Ops) / el.Seconds()
+	r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp = perOp(u0, u1, max(r.Ops, 1))
+	r.CPUCores = (u1.cpu - u0.cpu).Seconds() / el.Seconds()
+	r.ClientCores = (self1 - self0).Seconds() / el.Seconds()
+	return nil
 }
 
 // gatewayMemory fills r's memory figures: RSS from /proc, registered

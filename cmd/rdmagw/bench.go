@@ -45,6 +45,7 @@ type benchOptions struct {
 	gatewayPID     int    // the gateway's process, for CPU per op
 	gatewayMetrics string // the gateway's metrics.listen, for -cpuprofile
 	burn           int    // CPU burner processes beside the run
+	syscalls       string // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string // where the gateway's CPU profile goes
 	profileOp      string // the workload profiled
 	profileDepth   int    // at this many in flight
@@ -104,6 +105,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	text.procs = fs.String("gateway-procs", "", "with -spawn-gateway: the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list (1,2) starts one gateway for each and runs every workload through each in turn")
 	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
+	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
 	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
@@ -167,6 +169,8 @@ func (o *benchOptions) checkExtras() error {
 		return fmt.Errorf("-relay %q: the one relay known is haproxy", o.relay)
 	case o.relay != "" && !o.direct:
 		return errors.New("-relay is on the direct path: not with -direct=false")
+	case o.syscalls != "io" && o.syscalls != "perf":
+		return fmt.Errorf("-syscalls %q: want io or perf", o.syscalls)
 	case o.burn < 0:
 		return errors.New("-burn must not be negative")
 	case o.gatewayProcs != nil && !o.spawnGateway:
@@ -246,6 +250,7 @@ type benchInfo struct {
 	RelayPID   int    `json:"relay_pid,omitempty"`
 	Relay      string `json:"relay,omitempty"`
 	Burners    []int  `json:"burner_pids,omitempty"`
+	Syscalls   string `json:"syscalls_counted"` // "io": read/write family (/proc/<pid>/io); "perf": every call
 	CPUProfile string `json:"cpu_profile,omitempty"` // "op@in-flight file"
 }
 
@@ -266,7 +271,7 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "rdmagw", Level: hclog.Warn, Output: stderr})
 	info = &benchInfo{Gateway: o.gateway, Backend: o.backend, Vers: o.vers, FileBytes: o.size,
-		Concurrency: o.concurrency, Duration: o.duration.String(), Embedded: o.embedded, GatewayPID: o.gatewayPID}
+		Concurrency: o.concurrency, Duration: o.duration.String(), Embedded: o.embedded, GatewayPID: o.gatewayPID, Syscalls: o.syscalls}
 	st := &benchStack{metrics: o.gatewayMetrics}
 	defer st.stop()
 	if err := st.start(o, info, log); err != nil {
@@ -359,6 +364,14 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
 		info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
 	}
+	var perf *benchProc
+	if p.pid != 0 && o.syscalls == "perf" {
+		var err error
+		if perf, err = startPerfSyscalls(p.pid); err != nil {
+			return benchResult{}, err
+		}
+		defer perf.stop(time.Second)
+	}
 	u0, measured := p.usage()
 	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
 	if measured && r.Ops > 0 {
@@ -366,6 +379,13 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 			r.CPUProcess = p.proc
 			r.CPUMicrosPerOp, r.SyscallsPerOp, r.CtxSwitchesPerOp = perOp(u0, u1, r.Ops)
 		}
+	}
+	if perf != nil {
+		n, err := perf.stopPerfCount()
+		if err != nil {
+			return r, err
+		}
+		r.SyscallsPerOp = float64(n) / float64(max(r.Ops, 1))
 	}
 	if prof != nil {
 		if err := <-prof; err != nil {

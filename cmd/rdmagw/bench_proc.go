@@ -376,3 +376,54 @@ func fetchProfile(metricsAddr, name string, d time.Duration, file string) error 
 	}
 	return os.WriteFile(file, body, 0o644)
 }
+
+// perfSyscallEvent counts every system call on entry.
+const perfSyscallEvent = "raw_syscalls:sys_enter"
+
+// startPerfSyscalls counts every system call of process pid's threads
+// with `perf stat` (-syscalls perf) until stopPerfCount.
+func startPerfSyscalls(pid int) (*benchProc, error) {
+	bin, err := exec.LookPath("perf")
+	if err != nil {
+		return nil, errors.New("-syscalls perf: perf not installed (Debian: linux-perf)")
+	}
+	p, err := startBenchProc("perf stat", exec.Command(bin, "stat", "-x,", "-e", perfSyscallEvent, "-p", strconv.Itoa(pid)))
+	if err != nil {
+		return nil, err
+	}
+	// perf prints nothing until it stops: give it the time to attach.
+	time.Sleep(200 * time.Millisecond)
+	if !p.alive() {
+		return nil, p.failure("exited")
+	}
+	return p, nil
+}
+
+// stopPerfCount stops a `perf stat` (SIGINT, on which it prints its
+// counts) and returns the count.
+func (p *benchProc) stopPerfCount() (int64, error) {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		p.stop(time.Second)
+		return 0, p.failure("did not stop on SIGINT")
+	}
+	return parsePerfCount(p.out.Bytes(), perfSyscallEvent)
+}
+
+// parsePerfCount reads the count of event from `perf stat -x,` output
+// ("12345,,raw_syscalls:sys_enter,...").
+func parsePerfCount(out []byte, event string) (int64, error) {
+	for line := range bytes.Lines(out) {
+		f := bytes.Split(bytes.TrimSpace(line), []byte(","))
+		if len(f) >= 3 && string(f[2]) == event {
+			n, err := strconv.ParseInt(string(f[0]), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("perf stat: %s not counted: %q", event, line)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("perf stat: no count of %s in %q", event, tail(out, 300))
+}

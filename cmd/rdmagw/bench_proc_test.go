@@ -195,3 +195,38 @@ func TestProcUsage(t *testing.T) {
 		t.Errorf("procField: voluntary %v, nonvoluntary %v, VmRSS %v; want 7, 5, 2048", v, n, rss)
 	}
 }
+
+// TestPerfSyscalls counts this process's system calls with perf stat
+// (-syscalls perf): 50 writes to a file, 20 ms apart, count at least 25
+// (perf may attach late on a loaded machine, never later than half a
+// second).
+func TestPerfSyscalls(t *testing.T) {
+	if _, err := exec.LookPath("perf"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs perf (linux-perf) and root")
+	}
+	p, err := startPerfSyscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop(time.Second)
+	f, err := os.Create(filepath.Join(t.TempDir(), "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 50 {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n, err := p.stopPerfCount()
+	if err != nil || n < 25 {
+		t.Fatalf("perf counted %d system calls (%v), want at least 25", n, err)
+	}
+	for _, bad := range []string{"", "<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n", "12,,other,1,100.00,,\n"} {
+		if _, err := parsePerfCount([]byte(bad), perfSyscallEvent); err == nil {
+			t.Errorf("parsePerfCount(%q) accepted", bad)
+		}
+	}
+}

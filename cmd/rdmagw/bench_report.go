@@ -83,8 +83,12 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if info.GatewayPID != 0 || info.RelayPID != 0 {
 		fmt.Fprintln(w, "\nPer op, of each relay process over the run, divided by its ops:")
 		fmt.Fprintln(w, "  CPU: utime+stime (/proc/<pid>/stat)")
-		fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
-		fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex)")
+		if info.Syscalls == "perf" {
+			fmt.Fprintln(w, "  syscalls: every system call of its threads (perf stat -e "+perfSyscallEvent+")")
+		} else {
+			fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
+			fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex; -syscalls perf counts them all)")
+		}
 		fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
 		for _, g := range info.Gateways {
 			fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)

@@ -149,8 +149,8 @@ func TestBatchLocalErrorMidChain(t *testing.T) {
 // The write fails at once (a write deadline in the past), the receive side
 // untouched.
 func TestFailedWriteNotCompleted(t *testing.T) {
-	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {IdleInlineTransmit: true}, {InlineTransmit: true}} {
-		t.Run(fmt.Sprintf("onTransmit=%v,idleInline=%v,inline=%v", cfg.CompleteOnTransmit, cfg.IdleInlineTransmit, cfg.InlineTransmit), func(t *testing.T) {
+	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {TxMode: TxGoroutine}, {TxMode: TxGreedy}} {
+		t.Run(fmt.Sprintf("onTransmit=%v,tx=%v", cfg.CompleteOnTransmit, cfg.TxMode), func(t *testing.T) {
 			cli, srv := pair(t, cfg, "")
 			cc := cli.conn.(*conn)
 			local := cli.mem(t, 512, allAccess)

@@ -24,22 +24,23 @@ func TestConformanceNoCRC(t *testing.T) {
 	verbstest.Run(t, verbstest.Factory{Provider: New(Config{DisableCRC: true}), Quirks: quirks})
 }
 
-// TestConformanceInline runs the suite with Config.InlineTransmit (inline
-// whenever the transmit goroutine is parked).
+// TestConformanceInline runs the suite with TxGreedy (inline whenever the
+// transmit goroutine is parked).
 func TestConformanceInline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: one configuration is enough")
 	}
-	verbstest.Run(t, verbstest.Factory{Provider: New(Config{InlineTransmit: true}), Quirks: quirks})
+	verbstest.Run(t, verbstest.Factory{Provider: New(Config{TxMode: TxGreedy}), Quirks: quirks})
 }
 
-// TestConformanceIdleInline runs the suite with Config.IdleInlineTransmit
-// (inline onto an idle, unpipelined connection).
-func TestConformanceIdleInline(t *testing.T) {
+// TestConformanceGoroutine runs the suite with TxGoroutine (the transmit
+// goroutine writes everything; TestConformance runs the default,
+// TxIdleInline).
+func TestConformanceGoroutine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: one configuration is enough")
 	}
-	verbstest.Run(t, verbstest.Factory{Provider: New(Config{IdleInlineTransmit: true}), Quirks: quirks})
+	verbstest.Run(t, verbstest.Factory{Provider: New(Config{TxMode: TxGoroutine}), Quirks: quirks})
 }
 
 func BenchmarkRDMA(b *testing.B) {

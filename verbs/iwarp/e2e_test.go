@@ -36,7 +36,7 @@ func TestPrivateDataAndSendRecv(t *testing.T) {
 }
 
 func TestRDMAWriteRead(t *testing.T) {
-	for _, cfg := range []Config{{}, {MaxFPDU: 1024}, {DisableCRC: true}, {MPARevision: 1}, {PeerToPeer: true}, {CompleteOnTransmit: true}, {InlineTransmit: true}, {IdleInlineTransmit: true}} {
+	for _, cfg := range []Config{{}, {MaxFPDU: 1024}, {DisableCRC: true}, {MPARevision: 1}, {PeerToPeer: true}, {CompleteOnTransmit: true}, {TxMode: TxGreedy}, {TxMode: TxGoroutine}} {
 		cli, srv := pair(t, cfg, "")
 		const max = 8 << 20
 		remote := srv.mem(t, max, allAccess)

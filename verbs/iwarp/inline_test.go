@@ -15,7 +15,7 @@ func waitParked(t *testing.T, c *conn) { untilTx(t, c.txIdle.Load) }
 // (the fence and user Reads' responses), never by a tx goroutine woken
 // for it. Data checked byte for byte.
 func TestInlineNoWakeups(t *testing.T) {
-	cli, srv := pair(t, Config{InlineTransmit: true}, "")
+	cli, srv := pair(t, Config{TxMode: TxGreedy}, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 	const n = 50
 	waitParked(t, cc)
@@ -37,17 +37,18 @@ func TestInlineNoWakeups(t *testing.T) {
 	}
 }
 
-// With Config.IdleInlineTransmit one message at a time is written inline
+// With TxIdleInline (the default) one message at a time is written inline
 // on both sides (the client's PostSend, the server's receive goroutine
 // answering the fences and the Read), never by a tx goroutine woken for
-// it; by default every round is the goroutine's: the callers only queue
-// work and wake it.
+// it; with TxGoroutine every round is the goroutine's (the callers only
+// queue work and wake it), and the goroutine is woken only for work: a
+// fence's answer that frees no waiting Read wakes nobody.
 func TestInlineWhenIdle(t *testing.T) {
 	for _, tc := range []struct {
 		cfg    Config
 		inline bool
-	}{{Config{IdleInlineTransmit: true}, true}, {Config{}, false}} {
-		t.Run(fmt.Sprintf("idleInline=%v", tc.cfg.IdleInlineTransmit), func(t *testing.T) {
+	}{{Config{}, true}, {Config{TxMode: TxGoroutine}, false}} {
+		t.Run(fmt.Sprintf("tx=%v", tc.cfg.TxMode), func(t *testing.T) {
 			cli, srv := pair(t, tc.cfg, "")
 			cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 			const n = 20
@@ -55,27 +56,85 @@ func TestInlineWhenIdle(t *testing.T) {
 			waitParked(t, sc)
 			goCli, goSrv := cc.tx.goRounds.Load(), sc.tx.goRounds.Load()
 			inCli, inSrv := cc.tx.inlineRounds.Load(), sc.tx.inlineRounds.Load()
+			kCli, kSrv := cc.tx.kicks.Load(), sc.tx.kicks.Load()
 			oneAtATime(t, cli, srv, n)
+			waitParked(t, cc)
+			waitParked(t, sc)
 			gc, gs := cc.tx.goRounds.Load()-goCli, sc.tx.goRounds.Load()-goSrv
 			ic, is := cc.tx.inlineRounds.Load()-inCli, sc.tx.inlineRounds.Load()-inSrv
-			if tc.inline && (gc != 0 || gs != 0 || ic < 3*n || is < 3*n) {
-				t.Errorf("%d messages one at a time: client %d goroutine + %d inline rounds, server %d + %d; want 0 goroutine rounds, each inline", 3*n, gc, ic, gs, is)
+			kc, ks := cc.tx.kicks.Load()-kCli, sc.tx.kicks.Load()-kSrv
+			if tc.inline && (gc != 0 || gs != 0 || ic < 3*n || is < 3*n || kc != 0 || ks != 0) {
+				t.Errorf("%d messages one at a time: client %d goroutine + %d inline rounds, %d wake-ups; server %d + %d, %d; want 0 goroutine rounds and wake-ups, each inline", 3*n, gc, ic, kc, gs, is, ks)
 			}
 			if !tc.inline && (ic != 0 || is != 0 || gc < 3*n) {
-				t.Errorf("by default: client %d goroutine + %d inline rounds, server %d inline; want none inline, a goroutine round each", gc, ic, is)
+				t.Errorf("TxGoroutine: client %d goroutine + %d inline rounds, server %d inline; want none inline, a goroutine round each", gc, ic, is)
+			}
+			if kc > gc || ks > gs {
+				t.Errorf("the tx goroutines were woken %d (client) and %d (server) times for %d and %d rounds: woken without work", kc, ks, gc, gs)
 			}
 		})
 	}
 }
 
-// With Config.IdleInlineTransmit a pipeline goes to the tx goroutine, and
+// With TxGoroutine a post wakes the tx goroutine once, for the round it
+// writes; the fence's answer that completes it frees no waiting Read and
+// wakes nobody (it used to wake the goroutine to find nothing).
+func TestFenceAnswerWakesNobody(t *testing.T) {
+	cli, srv := pair(t, Config{TxMode: TxGoroutine}, "")
+	c := cli.conn.(*conn)
+	rbuf := srv.mem(t, 64, allAccess)
+	local := cli.mem(t, 64, allAccess)
+	for i := range 20 {
+		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: rbuf.Bytes(), LKey: rbuf.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitParked(t, c)
+		k, g := c.tx.kicks.Load(), c.tx.goRounds.Load()
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, wait(t, cli.scq), verbs.OpSend, verbs.StatusSuccess)
+		expectStatus(t, wait(t, srv.rcq), verbs.OpRecv, verbs.StatusSuccess)
+		waitParked(t, c)
+		if dk, dg := c.tx.kicks.Load()-k, c.tx.goRounds.Load()-g; dk != dg {
+			t.Fatalf("Send %d: the tx goroutine was woken %d times for %d rounds", i, dk, dg)
+		}
+	}
+}
+
+// A PostSend that finds the tx goroutine running with only Read Responses
+// to write (rx answering a fence) joins its round without marking the
+// connection pipelined: one call at a time stays inline. Work posted
+// earlier and still unsent, or a fence awaiting its answer, does mark it.
+func TestPostBehindReadResponsesNotPipelined(t *testing.T) {
+	cli, _ := pair(t, Config{}, "")
+	c := cli.conn.(*conn)
+	waitParked(t, c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txIdle.Store(false) // the goroutine is writing rx's Read Responses
+	c.sqTail++            // the one entry the PostSend now in startTx added
+	c.postN = 1
+	defer func() { c.sqTail--; c.txIdle.Store(true); c.pipelined = 0 }()
+	if c.mayInline(true) || c.pipelined != 0 {
+		t.Errorf("post behind the goroutine's Read Responses: pipelined %d, want 0 (and not inline: the goroutine takes it)", c.pipelined)
+	}
+	c.sqTail++ // and one posted before it, still unsent
+	defer func() { c.sqTail-- }()
+	if c.mayInline(true) || c.pipelined != pipelineMemory {
+		t.Errorf("post behind unsent work: pipelined %d, want %d", c.pipelined, pipelineMemory)
+	}
+}
+
+// With TxIdleInline (the default) a pipeline goes to the tx goroutine, and
 // keeps going there for pipelineMemory posts: Writes posted while the first one's fence is
 // unanswered (the server's receive goroutine held on the target region)
 // are the goroutine's to gather; after the burst, one Write at a time goes
 // to the goroutine pipelineMemory times, then inline again. Data checked
 // byte for byte.
 func TestPipelineToGoroutine(t *testing.T) {
-	cli, srv := pair(t, Config{IdleInlineTransmit: true}, "")
+	cli, srv := pair(t, Config{}, "")
 	cc := cli.conn.(*conn)
 	const burst, size = 5, 1 << 10
 	remote := srv.mem(t, burst*size, allAccess)
@@ -123,11 +182,11 @@ func TestPipelineToGoroutine(t *testing.T) {
 	}
 }
 
-// With Config.IdleInlineTransmit a bulk message goes to the goroutine even
+// With TxIdleInline (the default) a bulk message goes to the goroutine even
 // on an idle connection: the caller would spend its time computing CRCs
 // and writing.
 func TestInlineBulkToGoroutine(t *testing.T) {
-	cli, srv := pair(t, Config{IdleInlineTransmit: true}, "")
+	cli, srv := pair(t, Config{}, "")
 	cc := cli.conn.(*conn)
 	const size = 2 * idleInlineBytes
 	remote := srv.mem(t, size, allAccess)
@@ -194,7 +253,7 @@ func oneAtATime(t *testing.T, cli, srv *side, n int) {
 // socket buffers; PostSend returns, the goroutine writes the rest once
 // the server reads again, the data arrives whole.
 func TestInlinePartialWrite(t *testing.T) {
-	cli, srv := pair(t, Config{InlineTransmit: true}, "")
+	cli, srv := pair(t, Config{TxMode: TxGreedy}, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 	if err := cc.tc.SetWriteBuffer(64 << 10); err != nil {
 		t.Fatal(err)

@@ -9,9 +9,8 @@
 // terminate.go (Terminate messages and error codes), mr.go (PDs, MRs,
 // STags), cq.go (completion queues), srq.go (receive queues), cm.go
 // (connection setup), qp.go (the queue pair), tx.go and rx.go (the two
-// goroutines of a connection), txinline.go (with Config.IdleInlineTransmit
-// or InlineTransmit, transmitting on the caller's goroutine when the
-// connection is idle).
+// goroutines of a connection), txinline.go (Config.TxMode: transmitting
+// on the caller's goroutine when the connection is idle).
 //
 // Semantics a user of verbs should know:
 //
@@ -37,19 +36,21 @@
 //     *TerminateError.
 //   - A full CQ makes the connection wait for room (back-pressure) instead
 //     of dropping completions.
-//   - PostSend never waits for the peer: the connection's transmit
-//     goroutine writes the work, gathering everything posted meanwhile
-//     into one writev. With Config.IdleInlineTransmit (or, on every idle
-//     moment, Config.InlineTransmit) PostSend on an idle connection writes
-//     the work itself with a non-blocking writev (what the socket does not
-//     take at once is left to the transmit goroutine), and the receive
-//     side answers RDMA Read Requests the same way: a request/response
-//     exchange then costs no goroutine wake-up on either side.
+//   - PostSend never waits for the peer. On an idle connection (nothing
+//     awaiting an answer, the transmit goroutine parked, the work under
+//     64 KiB) it writes the work itself with a non-blocking writev (what
+//     the socket does not take at once is left to the transmit goroutine),
+//     and the receive side answers RDMA Read Requests the same way: a
+//     request/response exchange then costs no goroutine wake-up on either
+//     side. With several requests in flight the connection's transmit
+//     goroutine writes, gathering everything posted meanwhile into one
+//     writev. Config.TxMode chooses otherwise (TxGoroutine, TxGreedy).
 //   - InitiatorDepth/ResponderResources of 0 mean the default of 16.
 package iwarp
 
 import (
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
@@ -78,30 +79,10 @@ type Config struct {
 	// written to TCP instead of when their placement is confirmed (see
 	// the package documentation).
 	CompleteOnTransmit bool
-	// By default the connection's transmit goroutine writes all work:
-	// PostSend and the receive side queue it and wake the goroutine,
-	// which gathers everything queued meanwhile into one writev.
-	//
-	// IdleInlineTransmit lets PostSend write the work itself (a
-	// non-blocking writev on the caller's goroutine, txinline.go) when
-	// the connection is idle and not pipelined: nothing awaiting an
-	// answer, the transmit goroutine parked, none of the last 8 posts
-	// finding it otherwise, the round under 64 KiB; the receive side
-	// likewise answers RDMA Read Requests itself when nothing else is
-	// queued. One call at a time then costs no goroutine wake-up on either
-	// side, while with several in flight the goroutine batches as by
-	// default (rdmagw bench -embedded: writev per getattr at 8 in flight
-	// as without it). Not the default yet: its gain at one call in flight
-	// is still to be measured on a quiet machine.
-	IdleInlineTransmit bool
-	// InlineTransmit writes inline whenever the transmit goroutine is
-	// parked: PostSend on a connection with nothing awaiting an answer,
-	// the receive side after it answered RDMA Read Requests or took a
-	// fence's answer (also carrying work others posted), up to 512 KiB a
-	// round. It loses the default's batching with several RPCs in flight
-	// (rdmagw bench -embedded: 40% more writev per getattr at 8 in
-	// flight). It overrides IdleInlineTransmit.
-	InlineTransmit bool
+	// TxMode says who writes a connection's queued work to TCP: by
+	// default (TxIdleInline) the caller when the connection is idle, else
+	// the connection's transmit goroutine.
+	TxMode TxMode
 }
 
 const (
@@ -111,6 +92,47 @@ const (
 	defaultHandshake = 10 * time.Second
 	minFPDU          = 128
 )
+
+// TxMode says who writes a connection's queued work (txinline.go).
+type TxMode uint8
+
+const (
+	// TxIdleInline, the default: the caller (PostSend; the receive side
+	// answering RDMA Read Requests) writes the work itself with a
+	// non-blocking writev when the connection is idle and not pipelined:
+	// nothing awaiting an answer, the transmit goroutine parked (or only
+	// carrying Read Responses), none of the last 8 posts finding it
+	// otherwise, the round under 64 KiB. Otherwise the transmit goroutine
+	// writes it, woken once, batching everything queued meanwhile. One
+	// call at a time then costs no goroutine wake-up on either side (the
+	// forward gateway: goroutine wake-ups per getattr 10.5 -> 7.1, go tool
+	// trace), while with several in flight the goroutine batches as with
+	// TxGoroutine (rdmagw bench -embedded: the same writev per getattr at
+	// 8 in flight).
+	TxIdleInline TxMode = iota
+	// TxGoroutine: the transmit goroutine writes all work; PostSend and
+	// the receive side only queue it and wake the goroutine.
+	TxGoroutine
+	// TxGreedy writes inline whenever the transmit goroutine is parked:
+	// PostSend on a connection with nothing awaiting an answer, the
+	// receive side after it answered RDMA Read Requests or took a fence's
+	// answer (also carrying work others posted), up to 512 KiB a round. It
+	// loses the goroutine's batching with several RPCs in flight (rdmagw
+	// bench -embedded: 40% more writev per getattr at 8 in flight).
+	TxGreedy
+)
+
+func (m TxMode) String() string {
+	switch m {
+	case TxIdleInline:
+		return "idle-inline"
+	case TxGoroutine:
+		return "goroutine"
+	case TxGreedy:
+		return "greedy"
+	}
+	return "TxMode(" + strconv.Itoa(int(m)) + ")"
+}
 
 func init() { verbs.Register(New(Config{})) }
 

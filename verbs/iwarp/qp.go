@@ -83,7 +83,7 @@ type conn struct {
 	maxULPDU   int
 	fence      bool // Send/Write completion waits for placement proof
 	completeTx bool
-	txMode     txMode // who writes (txinline.go)
+	txMode     TxMode // who writes (txinline.go)
 
 	mu    sync.Mutex
 	state int
@@ -118,7 +118,8 @@ type conn struct {
 	termSent  bool
 	rtrSeen   bool
 
-	txBusy bool // a caller is transmitting inline (txinline.go)
+	txBusy bool   // a caller is transmitting inline (txinline.go)
+	postN  uint64 // entries the PostSend now in startTx added (mayInline)
 	// pipelined counts down the posts that still go to the tx goroutine
 	// after one found the connection pipelined (txinline.go).
 	pipelined uint8
@@ -162,7 +163,7 @@ func newConn(d *device, tc *net.TCPConn, o *verbs.ConnOptions, neg *negotiated, 
 	// once (append), then is reused: steady state allocates nothing.
 	c.txMSN = [3]uint32{1, 1, 1}
 	c.completeTx = d.cfg.CompleteOnTransmit
-	c.txMode = d.cfg.txMode()
+	c.txMode = d.cfg.TxMode
 	c.fence = !c.completeTx && neg.ord > 0
 	c.maxULPDU = c.pickULPDU()
 	tc.SetNoDelay(true)
@@ -206,6 +207,7 @@ func (c *conn) kick() {
 	if !c.txIdle.CompareAndSwap(true, false) {
 		return
 	}
+	c.tx.kicks.Add(1)
 	select {
 	case c.txKick <- struct{}{}:
 	default:
@@ -303,6 +305,7 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 		}
 		c.sqTail++
 	}
+	c.postN = uint64(k)
 	c.startTx(true)
 	return nil
 }

@@ -518,9 +518,8 @@ func (x *rxState) readDone(o *orqEntry) {
 
 // startTx hands tx the Read Responses this goroutine queued, before it
 // waits (for the socket, or for room in a CQ): the answers to all the
-// requests one read brought go out in one round (with
-// Config.IdleInlineTransmit or InlineTransmit written inline when the
-// connection is idle, txinline.go).
+// requests one read brought go out in one round (written inline when the
+// connection is idle, Config.TxMode and txinline.go).
 //
 // It is also where this goroutine settles the completions it pushed
 // (conn.settleCQs: a direct consumer runs here).

@@ -71,6 +71,7 @@ type txState struct {
 	// per message shows as goroutine rounds).
 	goRounds, inlineRounds atomic.Uint64
 	handoffs               atomic.Uint64 // inline rounds left to the goroutine
+	kicks                  atomic.Uint64 // wake-ups of the parked goroutine
 
 	// onLoop: the tx goroutine is writing a round (markWritten may then
 	// complete with pushLater: txLoop settles). Only the goroutine owning

@@ -11,8 +11,9 @@ import (
 
 // Transmitting inline (run to completion). Whoever queues work for tx
 // (PostSend; rx queueing a Read Response or freeing an ORQ slot) calls
-// startTx. If mayInline allows it (with Config.IdleInlineTransmit: the
-// connection is idle and not pipelined, the round small) the caller takes the transmit side
+// startTx. If mayInline allows it (Config.TxMode; by default
+// TxIdleInline: the connection is idle and not pipelined, the round
+// small) the caller takes the transmit side
 // itself, gathers and writes the round with a non-blocking writev, and
 // lets go: no wake-up, no goroutine hand-off, the bytes leave on the
 // caller's own time slice. Otherwise it kicks the tx goroutine. What the
@@ -31,8 +32,7 @@ import (
 // the rest to the goroutine.
 const maxInlineRounds = 4
 
-// idleInlineBytes bounds a round written inline with
-// Config.IdleInlineTransmit: a
+// idleInlineBytes bounds a round written inline with TxIdleInline: a
 // small message (an RPC, a 4 KiB page, Read Responses for them) goes out
 // in one non-blocking writev, while the caller computing CRCs over and
 // writing a bulk transfer would only delay its own work (rx: reading).
@@ -52,25 +52,6 @@ const (
 	pendingFlush              // built and partly written: write the rest
 )
 
-// txMode says who may write a connection's queued work.
-type txMode uint8
-
-const (
-	txGoroutine  txMode = iota // always the tx goroutine (the default)
-	txIdleInline               // inline onto an idle, unpipelined connection (Config.IdleInlineTransmit)
-	txGreedy                   // inline whenever the goroutine is parked (Config.InlineTransmit)
-)
-
-func (cfg *Config) txMode() txMode {
-	switch {
-	case cfg.InlineTransmit:
-		return txGreedy
-	case cfg.IdleInlineTransmit:
-		return txIdleInline
-	}
-	return txGoroutine
-}
-
 // startTx gets the work the caller just queued transmitted: by the tx
 // goroutine, or inline (mayInline). Caller holds c.mu; startTx releases
 // it. post says the caller is PostSend (else it is rx, answering Read
@@ -80,6 +61,12 @@ func (c *conn) startTx(post bool) {
 		c.mu.Unlock() // the holder looks for work before it lets go
 		return
 	}
+	if c.state == stateLive && c.tx.pending == pendingNone && !c.txWork() {
+		// Nothing to send (rx took a fence's answer that freed no
+		// waiting Read): waking the goroutine would only park it again.
+		c.mu.Unlock()
+		return
+	}
 	if !c.mayInline(post) {
 		c.mu.Unlock()
 		c.kick()
@@ -87,7 +74,7 @@ func (c *conn) startTx(post bool) {
 	}
 	c.txBusy = true
 	rounds := maxInlineRounds
-	if c.txMode == txIdleInline {
+	if c.txMode == TxIdleInline {
 		rounds = 1 // more work meanwhile: the goroutine batches it
 	}
 	c.transmitInline(rounds)
@@ -107,31 +94,34 @@ const pipelineMemory = 8
 // itself. Never while the tx goroutine runs (a batch in progress gathers
 // it) or has an inline round to finish.
 //
-// With Config.IdleInlineTransmit (the way Linux siw writes from the
-// posting context when its send queue is idle) only while the connection is idle and not
-// pipelined: a PostSend that finds a Read or fence awaiting its answer,
-// or the goroutine running, marks the connection pipelined for the next
+// With TxIdleInline (the default; the way Linux siw writes from the
+// posting context when its send queue is idle) only while the connection
+// is idle and not pipelined: a PostSend that finds a Read or fence
+// awaiting its answer, or the goroutine running with work posted before
+// it still unsent, marks the connection pipelined for the next
 // pipelineMemory posts, and meanwhile everything goes to the goroutine,
 // which, woken once, gathers all that was posted in the meantime into one
-// writev behind one fence (and the peer reads it in as few calls). One
-// call at a time (each PostSend finding the connection quiescent) then
-// costs no goroutine wake-up on either side, while several in flight keep
-// their batching. rx writes only its Read Responses, when the send queue
-// holds nothing unsent: work posted by others is the goroutine's, so rx
-// goes back to reading instead of carrying the engine's batches.
+// writev behind one fence (and the peer reads it in as few calls). The
+// goroutine running with only Read Responses (rx's answer to a fence)
+// marks nothing: the post joins its round, and one call at a time stays
+// inline. One call at a time (each PostSend finding the connection
+// quiescent) then costs no goroutine wake-up on either side, while
+// several in flight keep their batching. rx writes only its Read
+// Responses, when the send queue holds nothing unsent: work posted by
+// others is the goroutine's, so rx goes back to reading instead of
+// carrying the engine's batches.
 //
-// With Config.InlineTransmit PostSend writes inline whenever the
-// connection is quiescent and rx whenever the goroutine is parked. Caller
-// holds c.mu.
+// With TxGreedy PostSend writes inline whenever the connection is
+// quiescent and rx whenever the goroutine is parked. Caller holds c.mu.
 func (c *conn) mayInline(post bool) bool {
-	if c.txMode == txGoroutine || c.state != stateLive || !c.rtrSeen || !c.fence || c.tx.pending != pendingNone {
+	if c.txMode == TxGoroutine || c.state != stateLive || !c.rtrSeen || !c.fence || c.tx.pending != pendingNone {
 		return false
 	}
 	idle, quiescent := c.txIdle.Load(), c.orqHead == c.orqTail
-	if c.txMode == txGreedy {
+	if c.txMode == TxGreedy {
 		return idle && (quiescent || !post)
 	}
-	if post && (!idle || !quiescent) {
+	if post && (!quiescent || !idle && c.sqSent+c.postN < c.sqTail) {
 		c.pipelined = pipelineMemory
 		return false
 	}
@@ -198,7 +188,7 @@ func (c *conn) fitsInline(r *txRound) bool {
 		bytes += n + ddpUntaggedLen + 8
 	}
 	limit := batchBytes
-	if c.txMode == txIdleInline {
+	if c.txMode == TxIdleInline {
 		limit = idleInlineBytes
 	}
 	return fpdus <= batchFPDUs && bytes < limit

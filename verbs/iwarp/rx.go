@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rdmagw/rdmagw/internal/sockread"
 	"github.com/rdmagw/rdmagw/verbs"
 	"golang.org/x/sys/unix"
 )
@@ -41,6 +42,10 @@ const (
 
 var errStop = errors.New("iwarp: receive stopped")
 
+// errPumpRead: an FPDU taken as whole in the buffer wanted more (a bug;
+// reading the socket there would deadlock on its read lock).
+var errPumpRead = errors.New("iwarp: internal error: FPDU read past the buffered bytes")
+
 type rxState struct {
 	c     *conn
 	buf   []byte // rxBufLen, then rxBulkLen (grow)
@@ -64,6 +69,12 @@ type rxState struct {
 	rawN    int
 	rawErr  error
 	rawRead func(fd uintptr) bool // readvRaw, bound once
+	// pump runs the FPDUs that fit the buffer inside one RawConn.Read
+	// (sockread: no read returning EAGAIN before each wait); pumpErr is
+	// what ended it; pumping says readFull must not touch the socket.
+	pump    sockread.Reader
+	pumpErr error
+	pumping bool
 	// staleCRC counts FPDUs of stale data for our zero-length Reads whose
 	// CRC did not match (dropped all the same; see readResponse).
 	staleCRC atomic.Uint64
@@ -77,6 +88,7 @@ func (x *rxState) init(c *conn) {
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
 	x.rawRead = x.readvRaw
+	x.pump.Init(c.rc, x)
 }
 
 // readFull fills p from the buffer and then from the socket: the rest of
@@ -86,6 +98,9 @@ func (x *rxState) readFull(p []byte) error {
 	n := copy(p, x.buf[x.r:x.w])
 	x.r += n
 	p = p[n:]
+	if len(p) > 0 && x.pumping {
+		return errPumpRead
+	}
 	if len(p) >= rxBufLen {
 		x.grow()
 		return x.readDirect(p)
@@ -267,7 +282,11 @@ func (x *rxState) terminate(layer, etype, code uint8, rr *readRequest, reason st
 func (c *conn) rxLoop() {
 	x := &c.rx
 	for c.live.Load() {
-		if err := x.one(); err != nil {
+		err := x.pumpRun()
+		if err == nil && c.live.Load() {
+			err = x.one() // an FPDU larger than the small buffer
+		}
+		if err != nil {
 			if !errors.Is(err, errStop) {
 				c.fail(&streamError{op: "read", err: err}, nil)
 			}
@@ -275,6 +294,79 @@ func (c *conn) rxLoop() {
 		}
 	}
 	c.rxExit()
+}
+
+// pumpRun processes the FPDUs of up to rxBufLen bytes (all of them on a
+// connection with small messages) inside one sockread.Reader run, which
+// reads the socket without the read that returns EAGAIN before each wait.
+// It returns nil, with the buffer holding the start of a larger FPDU,
+// for one() to place through readFull (and readDirect), or when the
+// connection is no longer live.
+func (x *rxState) pumpRun() error {
+	x.pumpErr = nil
+	x.pumping = true
+	err := x.pump.Run()
+	x.pumping = false
+	if err != nil {
+		return err
+	}
+	return x.pumpErr
+}
+
+// Next is pumpRun's sockread.Consumer: it processes the FPDUs the buffer
+// holds whole and returns the free part of the buffer to read into, or
+// nil to leave the pump (not live, an error, an FPDU over rxBufLen).
+func (x *rxState) Next() []byte {
+	for x.c.live.Load() {
+		need := x.nextFPDULen()
+		if need > rxBufLen {
+			return nil
+		}
+		if x.w-x.r >= need {
+			if err := x.one(); err != nil {
+				x.pumpErr = err
+				return nil
+			}
+			continue
+		}
+		if x.r == x.w {
+			if x.w == len(x.buf) {
+				x.grow() // the last read filled it
+			}
+			x.r, x.w = 0, 0
+		} else if x.r+need > len(x.buf) {
+			x.w = copy(x.buf, x.buf[x.r:x.w])
+			x.r = 0
+		}
+		x.startTx()
+		return x.buf[x.w:]
+	}
+	return nil
+}
+
+// Got is pumpRun's sockread.Consumer: n bytes arrived in the buffer.
+func (x *rxState) Got(n int, err error) bool {
+	if err != nil {
+		if errors.Is(err, io.EOF) && x.w-x.r < fpduLenField+ddpTaggedLen {
+			err = fmt.Errorf("peer closed the connection: %w", err) // as readHeader says it
+		}
+		x.pumpErr = err
+		return false
+	}
+	x.w += n
+	return true
+}
+
+// nextFPDULen is how many bytes the next FPDU takes in the stream (what
+// one() reads for it): its MPA length, DDP header, payload, pad and CRC,
+// and at least the part of the header readHeader reads first.
+func (x *rxState) nextFPDULen() int {
+	need := fpduLenField + ddpTaggedLen
+	if x.w-x.r >= fpduLenField {
+		ulen := int(binary.BigEndian.Uint16(x.buf[x.r:]))
+		need = max(need, fpduLenField+ulen+fpduPad(ulen)+fpduCRCLen)
+	}
+	return need
 }
 
 // one processes one FPDU: its header is read and checked, then the

@@ -1,0 +1,164 @@
+// Package sockread reads a TCP socket without the read(2) that only says
+// "nothing more yet".
+//
+// A Go read loop over a net.Conn pays two read system calls per message
+// when the peer sends one message and waits for the answer: one that
+// returns the message, and one that returns EAGAIN before the goroutine
+// parks in the netpoller. The second cannot be skipped across
+// net.Conn.Read (or RawConn.Read) calls: each call first resets the
+// poller's readiness for the descriptor (internal/poll prepareRead:
+// runtime_pollReset stores pdNil), so a notification for data that came
+// between two calls is forgotten, and only a read can tell.
+//
+// Reader.Run makes one RawConn.Read call for as long as its Consumer has
+// work. Inside it the readiness is reset once; each read is a recvmsg
+// with TCP_INQ (Linux 4.18), whose answer says how many bytes the socket
+// still holds after it, or 1 once the peer's FIN is in: after a read that
+// left 0 the next wait goes straight to the poller. Nothing is lost: the
+// descriptor is registered edge-triggered, every segment queued after
+// that read raises an edge, and the runtime keeps an edge that comes
+// while the goroutine is busy (pdReady) until the wait consumes it, so
+// the wait then returns at once and the read that follows finds the data.
+// One thing no answer tells: a reset (RST) that came right behind data,
+// before the read that took the data, raises no further edge; the reset
+// is then seen when a write fails (the usual case: the data was a call,
+// and its answer is written), at a deadline, or on Close. Where TCP_INQ
+// cannot be set (not TCP, an older kernel) every wait is preceded by the
+// read that returns EAGAIN, as with net.Conn.
+//
+// The Consumer's work runs inside the RawConn.Read callback, holding the
+// descriptor's read lock: it must not read the same connection by any
+// other means, and a Close of the connection waits for Run to return
+// (Next returning nil, or the wait failing with the close). A read
+// deadline ends Run only while it waits, as it ends a net.Conn.Read only
+// when that would block, except that a deadline already past when Run
+// starts ends it at once.
+package sockread
+
+import (
+	"io"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Consumer is the work a Reader runs between reads.
+type Consumer interface {
+	// Next consumes what the reads so far brought and returns where
+	// the next read goes (non-empty), or nil to end Run. It is called
+	// before every read and before every wait for the socket.
+	Next() []byte
+	// Got reports a read into the slice Next returned: n > 0 bytes, or
+	// n == 0 with io.EOF (the peer closed its side) or the read's
+	// error. Run ends after an error or when Got returns false.
+	Got(n int, err error) bool
+}
+
+// Reader runs a Consumer on a socket. The zero value is not usable: call
+// Init. A Reader is used by one goroutine at a time.
+type Reader struct {
+	rc      syscall.RawConn
+	c       Consumer
+	fn      func(fd uintptr) bool // step, bound once
+	inq     bool                  // TCP_INQ is on: reads say what is left
+	drained bool                  // the last read left the socket empty: wait first
+	// recvmsg's arguments, kept here so that a read allocates nothing.
+	msg   unix.Msghdr
+	iov   unix.Iovec
+	oob   [unix.SizeofCmsghdr + 8]byte
+	reads atomic.Uint64
+	waits atomic.Uint64
+}
+
+// Init binds r to the socket rc and the consumer c, and asks the kernel
+// for TCP_INQ on it.
+func (r *Reader) Init(rc syscall.RawConn, c Consumer) {
+	r.rc, r.c = rc, c
+	r.fn = r.step
+	r.msg.Iov = &r.iov
+	r.msg.SetIovlen(1)
+	r.inq = false
+	rc.Control(func(fd uintptr) {
+		r.inq = unix.SetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_INQ, 1) == nil
+	})
+}
+
+// Run reads and consumes until Next returns nil, Got returns false or
+// reports an error (nil is returned then), or a wait for the socket fails
+// (the RawConn's error: the read deadline passed, the connection was
+// closed).
+func (r *Reader) Run() error {
+	// RawConn.Read starts by forgetting the socket's readiness: the
+	// first read of the call must look.
+	r.drained = false
+	return r.rc.Read(r.fn)
+}
+
+// Reads is the number of read system calls made so far, Waits the number
+// of times Run waited for the socket (safe to call from any goroutine).
+func (r *Reader) Reads() uint64 { return r.reads.Load() }
+
+// Waits: see Reads.
+func (r *Reader) Waits() uint64 { return r.waits.Load() }
+
+// step is the RawConn.Read callback: true ends the call, false waits for
+// the socket to become readable and calls it again.
+func (r *Reader) step(fd uintptr) bool {
+	for {
+		p := r.c.Next()
+		if p == nil {
+			return true
+		}
+		if r.drained {
+			r.drained = false
+			r.waits.Add(1)
+			return false
+		}
+		n, left, err := r.read(fd, p)
+		r.reads.Add(1)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			r.waits.Add(1)
+			return false
+		case err != nil:
+			r.c.Got(0, os.NewSyscallError("recvmsg", err))
+			return true
+		case n == 0:
+			r.c.Got(0, io.EOF)
+			return true
+		}
+		r.drained = left == 0
+		if !r.c.Got(n, nil) {
+			return true
+		}
+	}
+}
+
+// read reads into p; left is what the socket holds after it (TCP_INQ;
+// 1 once the FIN is in), or -1 when unknown.
+func (r *Reader) read(fd uintptr, p []byte) (n, left int, err error) {
+	if !r.inq {
+		n, err = unix.Read(int(fd), p)
+		return n, -1, err
+	}
+	r.iov.Base = unsafe.SliceData(p)
+	r.iov.SetLen(len(p))
+	r.msg.Control = &r.oob[0]
+	r.msg.SetControllen(len(r.oob))
+	m, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
+	r.iov.Base = nil
+	if e != 0 {
+		return 0, -1, e
+	}
+	left = -1
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&r.oob[0]))
+	if r.msg.Controllen >= unix.SizeofCmsghdr+4 && h.Level == unix.SOL_TCP && h.Type == unix.TCP_CM_INQ {
+		left = int(*(*int32)(unsafe.Pointer(&r.oob[unix.SizeofCmsghdr])))
+	}
+	return int(m), left, nil
+}

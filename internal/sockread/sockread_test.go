@@ -1,0 +1,221 @@
+package sockread
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pair returns both ends of a loopback TCP connection.
+func pair(t *testing.T) (a, b *net.TCPConn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := make(chan net.Conn, 1)
+	go func() { c, _ := l.Accept(); ch <- c }()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-ch
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+// msgConsumer takes fixed-size messages, acks each with one byte on
+// ack, and keeps what it took.
+type msgConsumer struct {
+	buf    []byte
+	r, w   int
+	size   int
+	ack    io.Writer
+	got    bytes.Buffer
+	msgs   int
+	stop   int           // end Run after this many messages (0: at EOF)
+	pause  time.Duration // sleep after each ack (data arrives meanwhile)
+	err    error
+	ackErr error
+}
+
+func (m *msgConsumer) Next() []byte {
+	for m.w-m.r >= m.size {
+		m.got.Write(m.buf[m.r : m.r+m.size])
+		m.r += m.size
+		m.msgs++
+		if _, err := m.ack.Write([]byte{1}); err != nil {
+			m.ackErr = err
+		}
+		if m.pause > 0 {
+			time.Sleep(m.pause)
+		}
+		if m.stop > 0 && m.msgs == m.stop {
+			return nil
+		}
+	}
+	if m.r == m.w {
+		m.r, m.w = 0, 0
+	} else if m.r+m.size > len(m.buf) {
+		m.w = copy(m.buf, m.buf[m.r:m.w])
+		m.r = 0
+	}
+	return m.buf[m.w:]
+}
+
+func (m *msgConsumer) Got(n int, err error) bool {
+	m.err = err
+	m.w += n
+	return err == nil
+}
+
+func rawConn(t *testing.T, c *net.TCPConn) syscall.RawConn {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// pingPong sends n messages of size bytes from peer, each after the ack
+// of the one before, and returns what was sent.
+func pingPong(peer net.Conn, n, size int, done chan<- error) []byte {
+	var sent bytes.Buffer
+	msg := make([]byte, size)
+	for i := range n {
+		for j := range msg {
+			msg[j] = byte(i*7 + j)
+		}
+		sent.Write(msg)
+	}
+	go func() {
+		ack := make([]byte, 1)
+		b := sent.Bytes()
+		for i := range n {
+			if _, err := peer.Write(b[i*size : (i+1)*size]); err != nil {
+				done <- err
+				return
+			}
+			if _, err := io.ReadFull(peer, ack); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- peer.(*net.TCPConn).CloseWrite()
+	}()
+	return sent.Bytes()
+}
+
+// TestOneReadPerMessage: a peer that sends one message and waits for the
+// answer costs one read per message (a net.Conn read loop makes two: the
+// second returns EAGAIN), and every byte arrives.
+func TestOneReadPerMessage(t *testing.T) {
+	for _, pause := range []time.Duration{0, 2 * time.Millisecond} {
+		a, b := pair(t)
+		const n, size = 200, 100
+		done := make(chan error, 1)
+		want := pingPong(b, n, size, done)
+		m := &msgConsumer{buf: make([]byte, 4096), size: size, ack: a, pause: pause}
+		var r Reader
+		r.Init(rawConn(t, a), m)
+		a.SetReadDeadline(time.Now().Add(time.Minute)) // a lost wake-up fails, not hangs
+		if err := r.Run(); err != nil {
+			t.Fatalf("pause %v: Run: %v", pause, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if m.err != io.EOF || m.ackErr != nil {
+			t.Fatalf("pause %v: consumer saw %v, ack %v; want io.EOF", pause, m.err, m.ackErr)
+		}
+		if !bytes.Equal(m.got.Bytes(), want) {
+			t.Fatalf("pause %v: %d bytes arrived, differ from the %d sent", pause, m.got.Len(), len(want))
+		}
+		// One read per message, one for the end of stream, one that may
+		// find the first message not there yet.
+		if r.Reads() > n+2 {
+			t.Errorf("pause %v: %d reads for %d messages; want at most %d", pause, r.Reads(), n, n+2)
+		}
+		t.Logf("pause %v: %d messages, %d reads, %d waits", pause, n, r.Reads(), r.Waits())
+	}
+}
+
+// TestDeadlineEndsWait: a read deadline ends a Run that waits; a Run
+// started with it past ends at once; clearing it lets reading go on where
+// it stopped, byte for byte.
+func TestDeadlineEndsWait(t *testing.T) {
+	a, b := pair(t)
+	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard}
+	var r Reader
+	r.Init(rawConn(t, a), m)
+	if _, err := b.Write([]byte("abcdef")); err != nil { // one message and a half
+		t.Fatal(err)
+	}
+	a.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if err := r.Run(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Run with a deadline: %v; want a deadline error", err)
+	}
+	if m.msgs != 1 {
+		t.Fatalf("%d messages before the deadline; want 1", m.msgs)
+	}
+	if err := r.Run(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Run with the deadline past: %v; want a deadline error", err)
+	}
+	a.SetReadDeadline(time.Time{})
+	if _, err := b.Write([]byte("gh")); err != nil {
+		t.Fatal(err)
+	}
+	b.CloseWrite()
+	if err := r.Run(); err != nil || m.err != io.EOF {
+		t.Fatalf("Run after the deadline was cleared: %v, consumer %v; want nil, io.EOF", err, m.err)
+	}
+	if got := m.got.String(); got != "abcdefgh" {
+		t.Fatalf("got %q, want abcdefgh", got)
+	}
+}
+
+// TestCloseEndsWait: closing the connection ends a Run that waits.
+func TestCloseEndsWait(t *testing.T) {
+	a, _ := pair(t)
+	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard}
+	var r Reader
+	r.Init(rawConn(t, a), m)
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run() }()
+	for r.Waits() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	a.Close()
+	if err := <-ran; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Run after Close: %v; want net.ErrClosed", err)
+	}
+}
+
+// TestStopAndResume: Next returning nil ends Run with nil; the next Run
+// goes on with the bytes already read.
+func TestStopAndResume(t *testing.T) {
+	a, b := pair(t)
+	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard, stop: 1}
+	var r Reader
+	r.Init(rawConn(t, a), m)
+	b.Write([]byte("12345678"))
+	b.CloseWrite()
+	for m.err == nil {
+		if err := r.Run(); err != nil {
+			t.Fatal(err)
+		}
+		m.stop = m.msgs + 1
+	}
+	if m.err != io.EOF || m.got.String() != "12345678" {
+		t.Fatalf("got %q, %v; want 12345678, io.EOF", m.got.String(), m.err)
+	}
+}

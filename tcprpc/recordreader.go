@@ -492,3 +492,69 @@ func (rr *RecordReader) Unread() []byte { return rr.buf[rr.r:rr.w] }
 // goes on where it stopped: bytes already buffered are kept, and a record
 // left half read is skipped by the next Next. Framing errors stay sticky.
 func (rr *RecordReader) Resume() { rr.rerr = nil }
+
+// BufferedRecord looks at the read-ahead buffer for a caller that fills
+// it itself (Space, Filled): whole says it holds the rest of the current
+// record, if one is started, and all of the next one, so that Next,
+// Peek, Read and Discard through the end of that record make no call to
+// the underlying reader; need is the number of buffered bytes that takes
+// (when whole), or a lower bound on it (not whole: it counts up to the
+// first fragment header not yet buffered). A reader that failed answers
+// whole, with need 0: its calls return the error without reading.
+func (rr *RecordReader) BufferedRecord() (need int, whole bool) {
+	if rr.bad != nil || rr.rerr != nil {
+		return 0, true
+	}
+	at := rr.r
+	if rr.inRecord {
+		var ok bool
+		if at, ok = rr.skipFragments(rr.r+rr.frag, rr.last); !ok {
+			return at - rr.r, false
+		}
+	}
+	at, ok := rr.skipFragments(at, false)
+	return at - rr.r, ok && at <= rr.w
+}
+
+// skipFragments walks the buffered fragment headers from at (a header,
+// unless last: the record ended there) to the end of the record; ok is
+// false when a header is not buffered yet, at then counts up to its end.
+func (rr *RecordReader) skipFragments(at int, last bool) (int, bool) {
+	for !last {
+		if at+fragmentHeaderLen > rr.w {
+			return at + fragmentHeaderLen, false
+		}
+		v := binary.BigEndian.Uint32(rr.buf[at:])
+		at += fragmentHeaderLen + int(v&fragmentLenMask)
+		last = v&lastFragment != 0
+	}
+	return at, true
+}
+
+// Space makes room after the buffered bytes for at least need bytes
+// counted from the first unread one (moving them to the buffer's start
+// if needed) and returns the free part of the buffer, for the caller to
+// read the stream into; Filled says what it read. need may not exceed
+// Capacity. For a caller reading the socket itself (gateway/forward's
+// reply reader, through internal/sockread).
+func (rr *RecordReader) Space(need int) []byte {
+	if rr.r == rr.w {
+		rr.r, rr.w = 0, 0
+	} else if rr.r+need > len(rr.buf) {
+		rr.w = copy(rr.buf, rr.buf[rr.r:rr.w])
+		rr.r = 0
+	}
+	return rr.buf[rr.w:]
+}
+
+// Filled adds n bytes read into the slice Space returned; err is the
+// read's error, returned once the buffered bytes are used up (as from
+// the underlying reader).
+func (rr *RecordReader) Filled(n int, err error) {
+	rr.w += n
+	rr.rerr = err
+}
+
+// Capacity is the size of the read-ahead buffer: the most Space can make
+// room for.
+func (rr *RecordReader) Capacity() int { return len(rr.buf) }

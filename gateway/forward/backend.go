@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/internal/redial"
+	"github.com/rdmagw/rdmagw/internal/sockread"
 	"github.com/rdmagw/rdmagw/oncrpc"
 	"github.com/rdmagw/rdmagw/tcprpc"
 	"github.com/rdmagw/rdmagw/ulb"
@@ -607,22 +608,88 @@ func (s *session) giveBackBatch(batch []*pendingCall) {
 const replyPeekMax = 16 << 10
 
 // readReplies reads reply records, matches them to calls by XID and
-// delivers them.
+// delivers them: those that fit the record reader's buffer through
+// replyPump, the larger ones (and errors) here.
 // ctx ends when done closes.
 func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-chan struct{}) error {
 	rr := s.replyReader(conn)
 	lim := s.cfg.CarryLimits()
 	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim)
-	var rh oncrpc.ReplyHeader
+	p := &replyPump{s: s, rr: rr, rb: rb, done: done}
+	if rc, err := conn.SyscallConn(); err == nil {
+		p.sr.Init(rc, p)
+	}
 	for {
+		if err := p.run(); err != nil {
+			return err
+		}
 		head, at, err := s.nextReply(rr, done)
 		if err != nil {
 			return err
 		}
-		if err := s.takeReply(rr, rb, head, at, &rh, done); err != nil {
+		if err := s.takeReply(rr, p.rb, head, at, &p.rh, done); err != nil {
 			return err
 		}
 	}
+}
+
+// replyPump takes the replies that fit the record reader's buffer whole
+// inside one internal/sockread run on the connection: the socket is read
+// with no read returning EAGAIN before each wait (one read per reply at
+// one call in flight, where a net.Conn read loop makes two). It leaves
+// the run for a record larger than the buffer (its payload read straight
+// into the reply's buffers), an error, or done, which the reads in
+// readReplies then handle as before.
+type replyPump struct {
+	s    *session
+	rr   *tcprpc.RecordReader
+	rb   *replyBuilder
+	rh   oncrpc.ReplyHeader
+	done <-chan struct{}
+	err  error
+	sr   sockread.Reader
+}
+
+// run processes replies until one needs the ordinary reads; an error of
+// the wait (a deadline, the connection closed) is left to them as a read
+// error, so that it is reported as before (errPaused during a pause).
+func (p *replyPump) run() error {
+	if p.sr.Ready() {
+		p.err = nil
+		if err := p.sr.Run(); err != nil {
+			p.rr.Filled(0, err)
+		}
+	}
+	return p.err
+}
+
+// Next is the sockread.Consumer: it takes the replies the buffer holds
+// whole, then returns where to read more, or nil to leave the run.
+func (p *replyPump) Next() []byte {
+	for !stopped(p.done) {
+		need, whole := p.rr.BufferedRecord()
+		switch {
+		case need == 0 || need > p.rr.Capacity():
+			return nil
+		case !whole:
+			return p.rr.Space(need)
+		}
+		head, at, err := p.s.nextReplyOnce(p.rr, p.done)
+		if err == nil && head != nil {
+			err = p.s.takeReply(p.rr, p.rb, head, at, &p.rh, p.done)
+		}
+		if err != nil {
+			p.err = err
+			return nil
+		}
+	}
+	return nil
+}
+
+// Got is the sockread.Consumer: n bytes (or err) from the socket.
+func (p *replyPump) Got(n int, err error) bool {
+	p.rr.Filled(n, err)
+	return err == nil
 }
 
 // replyReader is conn's record reader: the one kept while the connection
@@ -642,38 +709,48 @@ func (s *session) replyReader(conn *net.TCPConn) *tcprpc.RecordReader {
 // too short for an RPC reply is skipped. An error ends the connection.
 func (s *session) nextReply(rr *tcprpc.RecordReader, done <-chan struct{}) ([]byte, time.Time, error) {
 	for {
-		if err := rr.Next(); err != nil {
-			if s.be.paused.Load() {
-				return nil, time.Time{}, errPaused
-			}
-			if errors.Is(err, io.EOF) {
-				return nil, time.Time{}, errors.New("backend closed the connection")
-			}
-			s.met.BackendReadFailed(err)
-			s.replyTooLarge(rr, err)
-			return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
+		head, at, err := s.nextReplyOnce(rr, done)
+		if err != nil || head != nil {
+			return head, at, err
 		}
-		at := time.Now()
-		s.be.lastRecv.Store(at.UnixNano())
-		head, err := rr.Peek(oncrpc.MaxReplyHeader)
-		if err != nil && err != io.EOF {
-			if s.be.paused.Load() {
-				return nil, time.Time{}, errPaused
-			}
-			s.met.BackendReadFailed(err)
-			if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
-				if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
-					s.replyBroken(pc, done, err)
-				}
-			}
-			return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
-		}
-		if len(head) >= 4 {
-			return head, at, nil
-		}
-		s.met.BackendError("protocol")
-		s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
 	}
+}
+
+// nextReplyOnce is nextReply for one record: the head is nil when the
+// record was too short (and is skipped by the next call).
+func (s *session) nextReplyOnce(rr *tcprpc.RecordReader, done <-chan struct{}) ([]byte, time.Time, error) {
+	if err := rr.Next(); err != nil {
+		if s.be.paused.Load() {
+			return nil, time.Time{}, errPaused
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, time.Time{}, errors.New("backend closed the connection")
+		}
+		s.met.BackendReadFailed(err)
+		s.replyTooLarge(rr, err)
+		return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
+	}
+	at := time.Now()
+	s.be.lastRecv.Store(at.UnixNano())
+	head, err := rr.Peek(oncrpc.MaxReplyHeader)
+	if err != nil && err != io.EOF {
+		if s.be.paused.Load() {
+			return nil, time.Time{}, errPaused
+		}
+		s.met.BackendReadFailed(err)
+		if u := rr.Unread(); len(u) >= 4 { // the record's start, still buffered
+			if pc, _ := s.sentCall(binary.BigEndian.Uint32(u)); pc != nil {
+				s.replyBroken(pc, done, err)
+			}
+		}
+		return nil, time.Time{}, fmt.Errorf("read reply: %w", err)
+	}
+	if len(head) >= 4 {
+		return head, at, nil
+	}
+	s.met.BackendError("protocol")
+	s.log.Warn("backend sent a record too short for an RPC reply; skipped", "peer", s.peer, "bytes", len(head))
+	return nil, at, nil
 }
 
 // takeReply handles the record whose head nextReply peeked at: a

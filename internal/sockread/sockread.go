@@ -162,3 +162,6 @@ func (r *Reader) read(fd uintptr, p []byte) (n, left int, err error) {
 	}
 	return int(m), left, nil
 }
+
+// Ready reports whether Init was called.
+func (r *Reader) Ready() bool { return r.rc != nil }

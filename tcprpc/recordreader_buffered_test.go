@@ -1,0 +1,65 @@
+package tcprpc
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+// TestBufferedRecord feeds a stream through Space and Filled a few bytes
+// at a time (no underlying reader: one that is called fails the test)
+// and checks that BufferedRecord says whole exactly when the records read
+// so far, and the next one, are buffered; the records then read back byte
+// for byte without a call to the underlying reader.
+func TestBufferedRecord(t *testing.T) {
+	stream := bytes.Join([][]byte{
+		frag(true, []byte("one")),
+		frag(false, []byte("tw")), frag(false, []byte("")), frag(true, []byte("o!")),
+		frag(true, []byte("")),
+		frag(true, []byte("three3")),
+	}, nil)
+	want := []string{"one", "two!", "", "three3"}
+	for _, step := range []int{1, 3, 7, len(stream)} {
+		rr := NewRecordReader(failReader{t}, &ReaderConfig{BufferSize: 64})
+		in, got := stream, []string(nil)
+		for len(got) < len(want) {
+			need, whole := rr.BufferedRecord()
+			if !whole {
+				if need <= rr.Buffered() || need > rr.Capacity() {
+					t.Fatalf("step %d: need %d with %d buffered", step, need, rr.Buffered())
+				}
+				n := copy(rr.Space(need), in[:min(step, len(in))])
+				rr.Filled(n, nil)
+				in = in[n:]
+				continue
+			}
+			if need > rr.Buffered() {
+				t.Fatalf("step %d: whole, need %d > %d buffered", step, need, rr.Buffered())
+			}
+			rec, err := rr.ReadRecord(nil)
+			if err != nil {
+				t.Fatalf("step %d: record %d: %v", step, len(got), err)
+			}
+			got = append(got, string(rec))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d: record %d is %q, want %q", step, i, got[i], want[i])
+			}
+		}
+		rr.Filled(0, io.EOF)
+		if _, whole := rr.BufferedRecord(); !whole {
+			t.Fatalf("step %d: after EOF not whole", step)
+		}
+		if err := rr.Next(); err != io.EOF {
+			t.Fatalf("step %d: Next at the end: %v", step, err)
+		}
+	}
+}
+
+type failReader struct{ t *testing.T }
+
+func (f failReader) Read([]byte) (int, error) {
+	f.t.Fatal("the underlying reader was called")
+	return 0, io.EOF
+}

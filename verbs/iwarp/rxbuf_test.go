@@ -78,4 +78,30 @@ func TestRxBufferGrowsOnBulk(t *testing.T) {
 	if !cx.bulk.Load() {
 		t.Fatal("the requester's receive buffer did not grow for a 1 MiB Read")
 	}
+
+	// Back to small messages: the bulk buffer goes back after
+	// rxShrinkAfter small reads in a row (each send is a round trip, so
+	// by its completion rx has made the read of the one before).
+	for i := range rxShrinkAfter + 2 {
+		if !sx.bulk.Load() {
+			t.Logf("shrank after %d small Sends", i)
+			break
+		}
+		send(100 + i)
+	}
+	if sx.bulk.Load() {
+		t.Fatalf("the receive buffer is still the bulk one after %d small Sends", rxShrinkAfter+2)
+	}
+	// And grows again for the next bulk transfer, byte for byte.
+	fill(local.Bytes()[:1<<20], 0x5a)
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 100, Op: verbs.OpRDMAWrite, Signal: true,
+		SGL: []verbs.SGE{{Buf: local.Bytes()[:1<<20], LKey: local.LKey()}}, RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
+	send(5)
+	sameBytes(t, remote.Bytes()[:1<<20], local.Bytes()[:1<<20])
+	if !sx.bulk.Load() {
+		t.Fatal("the receive buffer did not grow again for a 1 MiB Write")
+	}
 }

@@ -243,15 +243,15 @@ type benchInfo struct {
 	MetricsURL  string `json:"metrics_url,omitempty"`
 	// The processes whose CPU is measured (0: not measured), and the
 	// ones the bench started (all stopped by the time it returns).
-	GatewayPID int    `json:"gateway_pid,omitempty"`
+	GatewayPID int `json:"gateway_pid,omitempty"`
 	// Gateways are the gateway processes started (-spawn-gateway), one
 	// per -gateway-procs value; GatewayPID is the first's.
 	Gateways   []benchGateway `json:"gateways,omitempty"`
-	RelayPID   int    `json:"relay_pid,omitempty"`
-	Relay      string `json:"relay,omitempty"`
-	Burners    []int  `json:"burner_pids,omitempty"`
-	Syscalls   string `json:"syscalls_counted"` // "io": read/write family (/proc/<pid>/io); "perf": every call
-	CPUProfile string `json:"cpu_profile,omitempty"` // "op@in-flight file"
+	RelayPID   int            `json:"relay_pid,omitempty"`
+	Relay      string         `json:"relay,omitempty"`
+	Burners    []int          `json:"burner_pids,omitempty"`
+	Syscalls   string         `json:"syscalls_counted"`      // "io": read/write family (/proc/<pid>/io); "perf": every call
+	CPUProfile string         `json:"cpu_profile,omitempty"` // "op@in-flight file"
 }
 
 // benchGateway is a gateway process the bench started, and the path
@@ -381,11 +381,16 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		}
 	}
 	if perf != nil {
-		n, err := perf.stopPerfCount()
+		n, kinds, err := perf.stopPerfCount()
 		if err != nil {
 			return r, err
 		}
-		r.SyscallsPerOp = float64(n) / float64(max(r.Ops, 1))
+		ops := float64(max(r.Ops, 1))
+		r.SyscallsPerOp = float64(n) / ops
+		r.SyscallsByKind = make(map[string]float64)
+		for k, c := range kinds {
+			r.SyscallsByKind[k] = float64(c) / ops
+		}
 	}
 	if prof != nil {
 		if err := <-prof; err != nil {

@@ -93,14 +93,14 @@ type connsResult struct {
 	Gateway       string  `json:"gateway_bin,omitempty"`
 	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default)
 	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"` // in force, from its go_sched_gomaxprocs_threads
-	SetupSeconds  float64 `json:"setup_seconds"` // connecting all clients
+	SetupSeconds  float64 `json:"setup_seconds"`      // connecting all clients
 	Ops           int64   `json:"ops"`
 	OpsPerSec     float64 `json:"ops_per_sec"`
 	CPUPerOpUs    float64 `json:"gateway_cpu_us_per_op"`
 	SyscallsPerOp float64 `json:"gateway_syscalls_per_op"`     // syscr+syscw: read/write family only
 	CtxSwPerOp    float64 `json:"gateway_ctx_switches_per_op"` // voluntary+nonvoluntary, all threads
-	CPUCores      float64 `json:"gateway_cpu_cores"` // CPU seconds per second of load
-	ClientCores   float64 `json:"client_cpu_cores"`  // the same of this process (the clients)
+	CPUCores      float64 `json:"gateway_cpu_cores"`           // CPU seconds per second of load
+	ClientCores   float64 `json:"client_cpu_cores"`            // the same of this process (the clients)
 	RSSMiB        float64 `json:"gateway_rss_mib"`
 	PeakRSSMiB    float64 `json:"gateway_peak_rss_mib"`
 	RegisteredMiB float64 `json:"gateway_registered_mib"` // data pool + receive pool

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -380,14 +381,34 @@ func fetchProfile(metricsAddr, name string, d time.Duration, file string) error 
 // perfSyscallEvent counts every system call on entry.
 const perfSyscallEvent = "raw_syscalls:sys_enter"
 
-// startPerfSyscalls counts every system call of process pid's threads
-// with `perf stat` (-syscalls perf) until stopPerfCount.
+// perfSyscallKinds are the system calls -syscalls perf also counts one
+// by one: how a relay moves bytes (read/write, recv/send families), waits
+// for them (epoll) and wakes or parks its threads (futex, nanosleep,
+// sched_yield). Those the kernel has no tracepoint for are left out.
+var perfSyscallKinds = []string{"read", "readv", "write", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
+	"epoll_wait", "epoll_pwait", "epoll_ctl", "setsockopt", "getsockopt", "splice", "futex", "nanosleep", "sched_yield"}
+
+// perfEvents is the -e list of perf stat: every call, then each kind
+// with a tracepoint.
+func perfEvents() string {
+	ev := []string{perfSyscallEvent}
+	for _, k := range perfSyscallKinds {
+		if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_" + k); err == nil {
+			ev = append(ev, "syscalls:sys_enter_"+k)
+		}
+	}
+	return strings.Join(ev, ",")
+}
+
+// startPerfSyscalls counts every system call of process pid's threads,
+// and the perfSyscallKinds one by one, with `perf stat` (-syscalls perf)
+// until stopPerfCount.
 func startPerfSyscalls(pid int) (*benchProc, error) {
 	bin, err := exec.LookPath("perf")
 	if err != nil {
 		return nil, errors.New("-syscalls perf: perf not installed (Debian: linux-perf)")
 	}
-	p, err := startBenchProc("perf stat", exec.Command(bin, "stat", "-x,", "-e", perfSyscallEvent, "-p", strconv.Itoa(pid)))
+	p, err := startBenchProc("perf stat", exec.Command(bin, "stat", "-x,", "-e", perfEvents(), "-p", strconv.Itoa(pid)))
 	if err != nil {
 		return nil, err
 	}
@@ -400,30 +421,43 @@ func startPerfSyscalls(pid int) (*benchProc, error) {
 }
 
 // stopPerfCount stops a `perf stat` (SIGINT, on which it prints its
-// counts) and returns the count.
-func (p *benchProc) stopPerfCount() (int64, error) {
+// counts) and returns every call's count and the counts by kind (the
+// kinds counted, by name).
+func (p *benchProc) stopPerfCount() (int64, map[string]int64, error) {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
 		p.stop(time.Second)
-		return 0, p.failure("did not stop on SIGINT")
+		return 0, nil, p.failure("did not stop on SIGINT")
 	}
-	return parsePerfCount(p.out.Bytes(), perfSyscallEvent)
-}
-
-// parsePerfCount reads the count of event from `perf stat -x,` output
-// ("12345,,raw_syscalls:sys_enter,...").
-func parsePerfCount(out []byte, event string) (int64, error) {
-	for line := range bytes.Lines(out) {
-		f := bytes.Split(bytes.TrimSpace(line), []byte(","))
-		if len(f) >= 3 && string(f[2]) == event {
-			n, err := strconv.ParseInt(string(f[0]), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("perf stat: %s not counted: %q", event, line)
-			}
-			return n, nil
+	counts := parsePerfCounts(p.out.Bytes())
+	all, ok := counts[perfSyscallEvent]
+	if !ok {
+		return 0, nil, fmt.Errorf("perf stat: no count of %s in %q", perfSyscallEvent, tail(p.out.Bytes(), 300))
+	}
+	kinds := make(map[string]int64)
+	for ev, n := range counts {
+		if k, ok := strings.CutPrefix(ev, "syscalls:sys_enter_"); ok {
+			kinds[k] = n
 		}
 	}
-	return 0, fmt.Errorf("perf stat: no count of %s in %q", event, tail(out, 300))
+	return all, kinds, nil
+}
+
+// parsePerfCounts reads the counts of `perf stat -x,` output
+// ("12345,,raw_syscalls:sys_enter,..."), by event; events perf could
+// not count ("<not counted>") are left out.
+func parsePerfCounts(out []byte) map[string]int64 {
+	m := make(map[string]int64)
+	for line := range bytes.Lines(out) {
+		f := bytes.Split(bytes.TrimSpace(line), []byte(","))
+		if len(f) < 3 {
+			continue
+		}
+		if n, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+			m[string(f[2])] = n
+		}
+	}
+	return m
 }

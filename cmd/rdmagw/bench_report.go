@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -100,6 +103,7 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 			fmt.Fprintf(w, "  %s: pid %d\n", info.Relay, info.RelayPID)
 		}
 	}
+	printSyscallKinds(w, results)
 	if len(info.Burners) > 0 {
 		fmt.Fprintf(w, "%d CPU burner processes ran beside it\n", len(info.Burners))
 	}
@@ -167,4 +171,32 @@ func benchCommand[O any](cmd string, args []string, stdout, stderr io.Writer,
 		return 1
 	}
 	return 0
+}
+
+// printSyscallKinds prints, for -syscalls perf, each relay process's
+// system calls per op by kind, the most frequent first; "other" is the
+// calls of no kind counted.
+func printSyscallKinds(w io.Writer, results []benchResult) {
+	header := false
+	for _, r := range results {
+		if r.SyscallsByKind == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nsystem calls per op by kind (perf stat):")
+			header = true
+		}
+		kinds := slices.SortedFunc(maps.Keys(r.SyscallsByKind), func(a, b string) int {
+			return cmp.Compare(r.SyscallsByKind[b], r.SyscallsByKind[a])
+		})
+		var b strings.Builder
+		other := r.SyscallsPerOp
+		for _, k := range kinds {
+			if v := r.SyscallsByKind[k]; v >= 0.005 {
+				fmt.Fprintf(&b, " %s %.2f", k, v)
+				other -= v
+			}
+		}
+		fmt.Fprintf(w, "  %s@%d %s: %.2f =%s other %.2f\n", r.Op, r.InFlight, r.Path, r.SyscallsPerOp, b.String(), max(other, 0))
+	}
 }

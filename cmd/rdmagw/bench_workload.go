@@ -90,6 +90,9 @@ type benchResult struct {
 	// per operation, measured when CPUMicrosPerOp is.
 	SyscallsPerOp    float64 `json:"syscalls_per_op"`
 	CtxSwitchesPerOp float64 `json:"ctx_switches_per_op"`
+	// SyscallsByKind (-syscalls perf) is SyscallsPerOp split by call:
+	// read, writev, recvfrom, epoll_pwait, futex, nanosleep...
+	SyscallsByKind map[string]float64 `json:"syscalls_per_op_by_kind,omitempty"`
 }
 
 // benchRun is how long and how wide one workload runs.

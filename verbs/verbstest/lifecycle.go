@@ -167,22 +167,32 @@ func cqWaitWakes(t *testing.T, e *env, p *pair) {
 	defer cancel()
 	woke := make(chan error, 1)
 	const idle = 300 * time.Millisecond
-	// What one busy goroutine gets of the CPU right now: all of
-	// idle on a quiet machine, a fraction of it on a loaded one.
-	share := busyShare(idle)
-	cpu0 := cpuTime()
 	go func() { woke <- p.srv.rcq.Wait(ctx) }()
-	select {
-	case err := <-woke:
-		t.Fatalf("Wait returned %v with nothing on the CQ", err)
-	case <-time.After(idle):
-	}
 	// A parked Wait costs almost nothing (well under a millisecond);
-	// a spinning one about what a busy goroutine gets: judged
-	// against that share, not the wall clock, so that a machine
-	// loaded by other processes neither hides a spin nor fakes one.
-	if used := cpuTime() - cpu0; used > max(share/4, time.Millisecond) {
-		t.Errorf("process used %v of CPU during %v of Wait (a busy goroutine got %v just before): not parked", used, idle, share)
+	// a spinning one about what a busy goroutine gets: judged against
+	// that share, not the wall clock, so that a machine loaded by other
+	// processes neither hides a spin nor fakes one. The load can change
+	// between the share's measure and the window, and the runtime or
+	// the provider may run in a window (GC, a timer): a spin costs its
+	// share in every window, so the Wait fails only if all of them cost
+	// it.
+	var used, share time.Duration
+	for range 3 {
+		// What one busy goroutine gets of the CPU right now: all of
+		// idle on a quiet machine, a fraction of it on a loaded one.
+		share = busyShare(idle)
+		cpu0 := cpuTime()
+		select {
+		case err := <-woke:
+			t.Fatalf("Wait returned %v with nothing on the CQ", err)
+		case <-time.After(idle):
+		}
+		if used = cpuTime() - cpu0; used <= max(share/4, time.Millisecond) {
+			break
+		}
+	}
+	if used > max(share/4, time.Millisecond) {
+		t.Errorf("process used %v of CPU during %v of Wait (a busy goroutine got %v just before), in each of 3 windows: not parked", used, idle, share)
 	}
 	post(t, p.cli.conn, sendWR(2, out.sge(0, 64)))
 	select {

@@ -11,6 +11,13 @@ if [ -x scripts/install-deps.sh ]; then
 	scripts/install-deps.sh --test
 fi
 
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt: these files are not formatted (run gofmt -w):" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 echo "== go vet"
 go vet ./...
 echo "== go build (CGO_ENABLED=0)"

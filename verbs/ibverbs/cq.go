@@ -46,6 +46,10 @@ type cq struct {
 	// first.
 	ahead    []verbs.WC
 	aheadBuf [pollBatch]verbs.WC
+	// injected holds completions the provider made itself (work requests
+	// a connection's poster could not post, post.go); Poll returns them
+	// after the device's.
+	injected []verbs.WC
 
 	connsMu sync.RWMutex
 	conns   map[uint32]*conn // by QP number, for WC.Conn
@@ -109,7 +113,24 @@ func (q *cq) Poll(wcs []verbs.WC) int {
 			break
 		}
 	}
+	if len(q.injected) > 0 {
+		k := copy(wcs[n:], q.injected)
+		q.injected = q.injected[k:]
+		n += k
+	}
 	return n
+}
+
+// inject adds completions the provider made itself and wakes a parked
+// Wait.
+func (q *cq) inject(wcs []verbs.WC) {
+	q.mu.Lock()
+	q.injected = append(q.injected, wcs...)
+	closed := q.closed
+	q.mu.Unlock()
+	if !closed {
+		_ = q.file.SetReadDeadline(longAgo)
+	}
 }
 
 // pollLocked polls up to len(dst) (≤ pollBatch) completions into dst.
@@ -187,7 +208,7 @@ func (q *cq) ready() (bool, error) {
 	if q.closed {
 		return false, verbs.ErrClosed
 	}
-	if len(q.ahead) > 0 {
+	if len(q.ahead) > 0 || len(q.injected) > 0 {
 		return true, nil
 	}
 	if n := q.pollLocked(q.aheadBuf[:]); n > 0 {
@@ -235,6 +256,14 @@ func (q *cq) Wait(ctx context.Context) error {
 			// Notified; the loop polls (an event may be stale).
 		case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// inject's wake-up: clear it, then look again (a context
+			// that ended meanwhile set the deadline after ctx.Err
+			// turned non-nil, so checking it after the reset is enough).
+			_ = q.file.SetReadDeadline(time.Time{})
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		case errors.Is(err, os.ErrClosed):
 			return verbs.ErrClosed
 		default:

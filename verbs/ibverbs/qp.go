@@ -188,6 +188,7 @@ func (c *conn) Close() error {
 // made sure no further CM call uses the id (gone, or never published).
 func (c *conn) destroy() {
 	c.dev.ev.unregister(c.token)
+	c.stopPoster()
 	if c.qp != nil {
 		// Before taking the queue locks: Poll holds the CQ's conns lock
 		// while it takes them.
@@ -256,16 +257,45 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	if c.state.Load() != stateConnected || c.qp == nil {
 		return verbs.ErrNotConnected
 	}
-	n := 0
+	if q.failed != nil {
+		return q.failed
+	}
+	n, bulk := 0, 0
 	for w := wr; w != nil; w = w.Next {
 		n++
+		if w.Op == verbs.OpRDMAWrite || w.Op == verbs.OpRDMARead {
+			for _, s := range w.SGL {
+				bulk += len(s.Buf)
+			}
+		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull
 	}
+	if err := c.fillSend(wr); err != nil {
+		return err
+	}
+	first := q.head
+	q.head += uint64(n)
+	if bulk < bulkPostBytes && q.sent == first && q.postMu.TryLock() {
+		// Nothing queued ahead and no post in progress: post here.
+		done, err := q.post(c.qp, first, q.head)
+		q.sent = first + done
+		q.head = q.sent // what the device did not take was not posted
+		q.postMu.Unlock()
+		return err
+	}
+	c.kickPoster()
+	return nil
+}
+
+// fillSend writes the chain into the slots from head on; q.mu is held
+// and the queue has room.
+func (c *conn) fillSend(wr *verbs.SendWR) error {
+	q := &c.sq
 	ws := unsafe.Slice(q.wrs, q.size)
 	sges := unsafe.Slice(q.sges, q.size*q.maxSGE)
-	i, off := 0, 0
+	seq := q.head
 	for w := wr; w != nil; w = w.Next {
 		opcode, write, err := sendOpcode(w.Op)
 		if err != nil {
@@ -278,28 +308,24 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 			return fmt.Errorf("%w: %d SGEs in one RDMA Read, the device (%s) scatters a Read into at most %d",
 				verbs.ErrInvalidSGE, len(w.SGL), c.dev.name, rd)
 		}
-		x := &ws[i]
-		x.wr_id = C.uint64_t(tagSend<<tagShift | (q.head+uint64(i))&seqMask)
+		slot := int(seq % uint64(q.size))
+		x := &ws[slot]
+		x.wr_id = C.uint64_t(tagSend<<tagShift | seq&seqMask)
 		x.opcode = opcode
 		x.flags = 0
 		if w.Signal {
 			x.flags = C.IBV_SEND_SIGNALED
 		}
 		x.remote_addr, x.rkey, x.inv_rkey = C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey), C.uint32_t(w.InvalidateRKey)
+		off := slot * q.maxSGE
 		x.sge_off = C.uint32_t(off)
-		k, err := fillSGEs(c.pd, sges[off:], w.SGL, write)
+		k, err := fillSGEs(c.pd, sges[off:off+q.maxSGE], w.SGL, write)
 		if err != nil {
 			return err
 		}
 		x.num_sge = C.uint32_t(k)
-		off += k
-		q.ring[(q.head+uint64(i))%uint64(q.size)] = sendSlot{id: w.ID, op: w.Op}
-		i++
-	}
-	rc := C.gw_post_send(c.qp, q.scratch, q.wrs, q.sges, C.int(n), q.posted)
-	q.head += uint64(*q.posted)
-	if rc != 0 {
-		return postErr("ibv_post_send", rc)
+		q.ring[slot] = sendSlot{id: w.ID, op: w.Op}
+		seq++
 	}
 	return nil
 }

@@ -16,20 +16,27 @@ import (
 )
 
 // sendQueue is the Go side of a send queue: a ring of the caller's ids
-// indexed by sequence number, and C scratch memory for one full chain,
-// allocated once. Slots free up when a completion arrives for a later or
-// equal sequence number (completions on one send queue are in order).
+// indexed by sequence number, and C memory for a full queue of work
+// requests (slot seq % size), allocated once. Slots free up when a
+// completion arrives for a later or equal sequence number (completions on
+// one send queue are in order). Who posts, and the locking: post.go.
 type sendQueue struct {
 	mu      sync.Mutex
 	size    int
 	maxSGE  int
 	ring    []sendSlot
 	head    uint64 // next sequence number
+	sent    uint64 // first sequence number not yet given to the device
 	tail    uint64 // first sequence number not known complete
 	wrs     *C.struct_gw_swr
 	sges    *C.struct_ibv_sge
 	scratch *C.struct_ibv_send_wr
 	posted  *C.int // C memory: a Go variable passed to C would escape to the heap
+
+	postMu sync.Mutex    // held around ibv_post_send
+	kick   chan struct{} // wakes the poster; nil until it starts
+	quit   chan struct{} // closed to stop the poster
+	failed error         // a post on the poster failed: PostSend fails with it
 }
 
 type sendSlot struct {

@@ -220,3 +220,34 @@ func testRDMAPipeline(t *testing.T, c config) {
 	same(t, "client region after 64 RDMA Reads", cliMem.Bytes(), wantCli)
 	same(t, "server region after 64 RDMA Writes", srvMem.Bytes(), wantSrv)
 }
+
+// testRDMAWriteThenSend: a large RDMA Write and a Send posted right after
+// it in a separate PostSend reach the peer in that order, round after
+// round: the Send's receive completion means the Write's data is placed.
+// A provider that hands large work requests to another thread (ibverbs
+// does, post.go) must not let the small Send overtake them.
+func testRDMAWriteThenSend(t *testing.T, c config) {
+	const rounds, size = 8, 1 << 20
+	e := newEnv(t, c)
+	p := e.connect(t, nil, nil)
+	all := verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite
+	srvMem := e.srv.region(t, size, all)
+	cliMem := e.cli.region(t, size, verbs.AccessLocalWrite)
+	note := e.srv.region(t, 64, verbs.AccessLocalWrite)
+	for r := range rounds {
+		fill(srvMem.Bytes(), uint64(500+r))
+		fill(cliMem.Bytes(), uint64(600+r))
+		want := append([]byte(nil), cliMem.Bytes()...)
+		postRecv(t, p.srv.conn, recvWR(uint64(r), note.sge(0, 64)))
+		w := rdmaWR(1, verbs.OpRDMAWrite, srvMem.at(0), cliMem.sge(0, size))
+		w.Signal = false
+		post(t, p.cli.conn, w)
+		post(t, p.cli.conn, sendWR(2, cliMem.sge(0, 8)))
+		mustWC(t, e.waitOne(t, p.srv.rcq), uint64(r), verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
+		same(t, fmt.Sprintf("server region when round %d's Send arrived", r), srvMem.Bytes(), want)
+		mustWC(t, e.waitOne(t, p.cli.scq), 2, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -210,6 +210,7 @@ var cases = []testCase{
 	{"RDMA/ScatterGather", testRDMAScatterGather},
 	{"RDMA/ToDialer", testRDMAToDialer},
 	{"RDMA/Pipeline", testRDMAPipeline},
+	{"RDMA/WriteThenSend", testRDMAWriteThenSend},
 	{"Access/Remote", testRemoteAccess},
 	{"Access/Reregister", testReregister},
 	{"Access/Local", testLocalProtection},

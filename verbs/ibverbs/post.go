@@ -1,0 +1,147 @@
+//go:build ibverbs && cgo
+
+package ibverbs
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/rdmagw/rdmagw/verbs"
+)
+
+// Who posts a send queue's work requests to the device.
+//
+// On soft-RoCE (rxe) a user-space QP's requester runs inside
+// ibv_post_send: segmenting, copying and the ICRC of every packet of an
+// RDMA Write or Read happen in that system call, on the caller's thread
+// (a kernel QP does the same work in softirq). A 1 MiB Write costs the
+// caller milliseconds under emulation, while the gateway's next work (the
+// next backend reply, the next completion) waits behind it. So a chain
+// that moves at least bulkPostBytes by RDMA Write or Read is handed to the
+// connection's poster goroutine, and PostSend returns at once; small
+// chains are posted by the caller when nothing is queued ahead of them.
+//
+// Ownership rules:
+//   - sendQueue.mu guards the ring and the sequence numbers: tail <= sent
+//     <= head. Work requests [sent, head) are filled in the C arrays (slot
+//     seq % size, its SGEs at slot*maxSGE) and not yet given to the device.
+//     Only PostSend writes slots, and only at head and beyond.
+//   - sendQueue.postMu is held by whoever calls ibv_post_send, so the
+//     device sees the work requests in sequence order: a chain posted
+//     behind a queued one goes to the poster too. postMu is taken before
+//     mu (PostSend only TryLocks it while holding mu).
+//   - The poster posts [sent, head) without holding mu (a Write's post is
+//     long, and completions take mu to free slots); the slots it reads
+//     cannot change meanwhile.
+//   - A post that fails on the poster cannot be reported to its caller: the
+//     QP is moved to the error state (its posted work requests flush), the
+//     work requests not posted complete with StatusFlushed on the send CQ,
+//     and every later PostSend fails with the post's error. This is what
+//     the verbs contract allows a device to do with a work request it
+//     accepted (errors always complete).
+//   - destroy stops the poster and waits for a post in progress (postMu)
+//     before it destroys the QP.
+const bulkPostBytes = 64 << 10
+
+// wrsAt and scratchAt address slot s of the C arrays.
+func (q *sendQueue) wrsAt(s uint64) *C.struct_gw_swr {
+	return (*C.struct_gw_swr)(unsafe.Add(unsafe.Pointer(q.wrs), uintptr(s)*unsafe.Sizeof(C.struct_gw_swr{})))
+}
+
+func (q *sendQueue) scratchAt(s uint64) *C.struct_ibv_send_wr {
+	return (*C.struct_ibv_send_wr)(unsafe.Add(unsafe.Pointer(q.scratch), uintptr(s)*unsafe.Sizeof(C.struct_ibv_send_wr{})))
+}
+
+// post gives work requests [first, last) to the device, in at most two
+// calls (the ring wraps), and returns how many it took. postMu is held.
+func (q *sendQueue) post(qp *C.struct_ibv_qp, first, last uint64) (uint64, error) {
+	done := uint64(0)
+	for first+done < last {
+		s := (first + done) % uint64(q.size)
+		n := min(last-first-done, uint64(q.size)-s)
+		rc := C.gw_post_send(qp, q.scratchAt(s), q.wrsAt(s), q.sges, C.int(n), q.posted)
+		done += uint64(*q.posted)
+		if rc != 0 {
+			return done, postErr("ibv_post_send", rc)
+		}
+	}
+	return done, nil
+}
+
+// kickPoster wakes the connection's poster, starting it on first use
+// (connections that never move bulk data have none). mu is held.
+func (c *conn) kickPoster() {
+	q := &c.sq
+	if q.kick == nil {
+		q.kick, q.quit = make(chan struct{}, 1), make(chan struct{})
+		go c.poster(q.kick, q.quit)
+	}
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// poster posts what PostSend queued, in order, until destroy stops it.
+func (c *conn) poster(kick, quit chan struct{}) {
+	q := &c.sq
+	for {
+		select {
+		case <-kick:
+		case <-quit:
+			return
+		}
+		q.postMu.Lock()
+		q.mu.Lock()
+		for c.qp != nil && q.failed == nil && q.sent != q.head {
+			qp, first, last := c.qp, q.sent, q.head
+			q.mu.Unlock()
+			n, err := q.post(qp, first, last)
+			q.mu.Lock()
+			q.sent = first + n
+			if err != nil {
+				c.postFailedLocked(qp, err)
+			}
+		}
+		q.mu.Unlock()
+		q.postMu.Unlock()
+	}
+}
+
+// postFailedLocked handles a failed post on the poster (see the rules at
+// the top): mu and postMu are held.
+func (c *conn) postFailedLocked(qp *C.struct_ibv_qp, err error) {
+	q := &c.sq
+	q.failed = fmt.Errorf("ibverbs: a queued send work request could not be posted: %w", err)
+	C.gw_qp_error(qp)
+	wcs := make([]verbs.WC, 0, q.head-q.sent)
+	for seq := q.sent; seq < q.head; seq++ {
+		s := q.ring[seq%uint64(q.size)]
+		wcs = append(wcs, verbs.WC{ID: s.id, Op: s.op, Status: verbs.StatusFlushed, Conn: c})
+	}
+	q.tail, q.sent = q.head, q.head
+	// The CQ's lock is taken before a send queue's when it polls, so the
+	// completions are added without mu.
+	q.mu.Unlock()
+	c.scq.inject(wcs)
+	q.mu.Lock()
+}
+
+// stopPoster ends the poster and waits for a post in progress; the caller
+// then destroys the QP.
+func (c *conn) stopPoster() {
+	q := &c.sq
+	q.mu.Lock()
+	if q.quit != nil {
+		close(q.quit)
+		q.quit = nil
+	}
+	q.mu.Unlock()
+	q.postMu.Lock()
+	q.postMu.Unlock()
+}

@@ -37,7 +37,7 @@
 //     connect request or reply leaves. Disconnect and a peer's disconnect
 //     move the QP to the error state themselves, which flushes every
 //     outstanding work request.
-//   - A send chain that moves 64 KiB or more by RDMA Write or Read is
+//   - A send chain that moves 64 KiB or more by RDMA Write is
 //     posted by the connection's poster goroutine and PostSend returns
 //     before the device has it: on soft-RoCE a user QP's requester work
 //     (segmenting, copying, ICRC) runs inside ibv_post_send, and it would

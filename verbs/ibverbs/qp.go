@@ -263,7 +263,7 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	n, bulk := 0, 0
 	for w := wr; w != nil; w = w.Next {
 		n++
-		if w.Op == verbs.OpRDMAWrite || w.Op == verbs.OpRDMARead {
+		if w.Op == verbs.OpRDMAWrite {
 			for _, s := range w.SGL {
 				bulk += len(s.Buf)
 			}

@@ -23,9 +23,14 @@ import (
 // RDMA Read), then the CRC is checked over the placed bytes. A payload the
 // buffer does not hold is read straight from the socket into its
 // destination, with the buffer behind it in the same readv. Any violation
-// is answered with a Terminate naming the offending segment.
+// is answered with a Terminate naming the offending segment. The FPDUs
+// of up to rxBufLen bytes (every one, on a connection that carries small
+// messages) are processed inside one internal/sockread run (pumpRun):
+// the socket is read with recvmsg and TCP_INQ, and a read that left it
+// empty is followed by a wait, not by a read that returns EAGAIN (one
+// read per message at one message in flight instead of two).
 
-// The receive buffer starts at rxBufLen and grows once to rxBulkLen when
+// The receive buffer starts at rxBufLen and grows to rxBulkLen when
 // the stream shows bulk traffic (a payload of rxBufLen or more, or a read
 // that filled the buffer). Bulk reads then take what the socket holds,
 // several 64 KiB FPDUs per system call, instead of stopping at each

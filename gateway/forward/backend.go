@@ -617,7 +617,7 @@ func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-cha
 	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim)
 	p := &replyPump{s: s, rr: rr, rb: rb, done: done}
 	if rc, err := conn.SyscallConn(); err == nil {
-		p.sr.Init(rc, p)
+		p.sr.Init(rc, p, true) // a reset behind a reply is seen by the next write or ping
 	}
 	for {
 		if err := p.run(); err != nil {

@@ -73,17 +73,25 @@ type Reader struct {
 	waits atomic.Uint64
 }
 
-// Init binds r to the socket rc and the consumer c, and asks the kernel
-// for TCP_INQ on it.
-func (r *Reader) Init(rc syscall.RawConn, c Consumer) {
+// Init binds r to the socket rc and the consumer c. With skipEmpty it
+// asks the kernel for TCP_INQ and waits without a read after one that
+// left the socket empty; without it every wait is preceded by the read
+// that returns EAGAIN (as with net.Conn), for a user that cannot bound
+// the reset case (see the package doc): verbs/iwarp, whose peer (Linux
+// siw disconnecting in the middle of a transfer) resets the connection
+// right behind data, and whose receive side then has nothing else to end
+// it (verbstest Lifecycle/DisconnectDuringTransfer against siw hung).
+func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
 	r.fn = r.step
 	r.msg.Iov = &r.iov
 	r.msg.SetIovlen(1)
 	r.inq = false
-	rc.Control(func(fd uintptr) {
-		r.inq = unix.SetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_INQ, 1) == nil
-	})
+	if skipEmpty {
+		rc.Control(func(fd uintptr) {
+			r.inq = unix.SetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_INQ, 1) == nil
+		})
+	}
 }
 
 // Run reads and consumes until Next returns nil, Got returns false or

@@ -126,7 +126,7 @@ func TestOneReadPerMessage(t *testing.T) {
 		want := pingPong(b, n, size, done)
 		m := &msgConsumer{buf: make([]byte, 4096), size: size, ack: a, pause: pause}
 		var r Reader
-		r.Init(rawConn(t, a), m)
+		r.Init(rawConn(t, a), m, true)
 		a.SetReadDeadline(time.Now().Add(time.Minute)) // a lost wake-up fails, not hangs
 		if err := r.Run(); err != nil {
 			t.Fatalf("pause %v: Run: %v", pause, err)
@@ -156,7 +156,7 @@ func TestDeadlineEndsWait(t *testing.T) {
 	a, b := pair(t)
 	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard}
 	var r Reader
-	r.Init(rawConn(t, a), m)
+	r.Init(rawConn(t, a), m, true)
 	if _, err := b.Write([]byte("abcdef")); err != nil { // one message and a half
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestCloseEndsWait(t *testing.T) {
 	a, _ := pair(t)
 	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard}
 	var r Reader
-	r.Init(rawConn(t, a), m)
+	r.Init(rawConn(t, a), m, true)
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run() }()
 	for r.Waits() == 0 {
@@ -206,7 +206,7 @@ func TestStopAndResume(t *testing.T) {
 	a, b := pair(t)
 	m := &msgConsumer{buf: make([]byte, 64), size: 4, ack: io.Discard, stop: 1}
 	var r Reader
-	r.Init(rawConn(t, a), m)
+	r.Init(rawConn(t, a), m, true)
 	b.Write([]byte("12345678"))
 	b.CloseWrite()
 	for m.err == nil {

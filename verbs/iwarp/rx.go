@@ -26,9 +26,9 @@ import (
 // is answered with a Terminate naming the offending segment. The FPDUs
 // of up to rxBufLen bytes (every one, on a connection that carries small
 // messages) are processed inside one internal/sockread run (pumpRun):
-// the socket is read with recvmsg and TCP_INQ, and a read that left it
-// empty is followed by a wait, not by a read that returns EAGAIN (one
-// read per message at one message in flight instead of two).
+// each wait is preceded by the read that returns EAGAIN: a peer that
+// resets the connection right behind data (siw disconnecting during a
+// transfer) would otherwise go unseen (sockread's package doc).
 
 // The receive buffer starts at rxBufLen and grows to rxBulkLen when
 // the stream shows bulk traffic (a payload of rxBufLen or more, or a read
@@ -87,7 +87,7 @@ type rxState struct {
 	rawErr  error
 	rawRead func(fd uintptr) bool // readvRaw, bound once
 	// pump runs the FPDUs that fit the buffer inside one RawConn.Read
-	// (sockread: no read returning EAGAIN before each wait); pumpErr is
+	// (sockread, with the EAGAIN read kept: see init); pumpErr is
 	// what ended it; pumping says readFull must not touch the socket.
 	pump    sockread.Reader
 	pumpErr error
@@ -106,7 +106,7 @@ func (x *rxState) init(c *conn) {
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
 	x.rawRead = x.readvRaw
-	x.pump.Init(c.rc, x)
+	x.pump.Init(c.rc, x, false) // a reset behind data must not go unseen (sockread)
 }
 
 // readFull fills p from the buffer and then from the socket: the rest of

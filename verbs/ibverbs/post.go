@@ -28,6 +28,14 @@ import (
 // sends the request: its data is moved when the responses arrive, outside
 // the post, and handing it off measured no better in the kernel lab.)
 //
+// Only on rxe (device caps softRoCE). Elsewhere the post is a doorbell
+// (the device, or siw's kernel thread, does the work), so a hand-off
+// would only add a wake-up; and siw silently drops work requests that a
+// user-space QP posts after it went to the error state (its flush ran
+// before they were queued), which a chain queued behind a Disconnect
+// would be: the verbstest case Lifecycle/DisconnectDuringTransfer hung
+// in the lab's 70-siw. rxe flushes such work requests.
+//
 // Ownership rules:
 //   - sendQueue.mu guards the ring and the sequence numbers: tail <= sent
 //     <= head. Work requests [sent, head) are filled in the C arrays (slot

@@ -277,8 +277,10 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	}
 	first := q.head
 	q.head += uint64(n)
-	if bulk < bulkPostBytes && q.sent == first && q.postMu.TryLock() {
+	if (bulk < bulkPostBytes || !c.dev.caps.softRoCE) && q.sent == first && q.postMu.TryLock() {
 		// Nothing queued ahead and no post in progress: post here.
+		// Only rxe does a Write's work inside the post (post.go); on
+		// other devices the post is a doorbell and nothing is queued.
 		done, err := q.post(c.qp, first, q.head)
 		q.sent = first + done
 		q.head = q.sent // what the device did not take was not posted

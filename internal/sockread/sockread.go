@@ -77,10 +77,11 @@ type Reader struct {
 // asks the kernel for TCP_INQ and waits without a read after one that
 // left the socket empty; without it every wait is preceded by the read
 // that returns EAGAIN (as with net.Conn), for a user that cannot bound
-// the reset case (see the package doc): verbs/iwarp, whose peer (Linux
-// siw disconnecting in the middle of a transfer) resets the connection
-// right behind data, and whose receive side then has nothing else to end
-// it (verbstest Lifecycle/DisconnectDuringTransfer against siw hung).
+// the reset case (see the package doc): verbs/iwarp, where a client
+// connection may see no write of ours after the peer's last message, so
+// nothing else would notice a reset right behind it. (The 70-siw hang
+// first blamed on this was the ibverbs bulk poster's, fixed there; no
+// reset case has been observed.)
 func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
 	r.fn = r.step

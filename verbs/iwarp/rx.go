@@ -26,9 +26,9 @@ import (
 // is answered with a Terminate naming the offending segment. The FPDUs
 // of up to rxBufLen bytes (every one, on a connection that carries small
 // messages) are processed inside one internal/sockread run (pumpRun):
-// each wait is preceded by the read that returns EAGAIN: a peer that
-// resets the connection right behind data (siw disconnecting during a
-// transfer) would otherwise go unseen (sockread's package doc).
+// each wait is preceded by the read that returns EAGAIN: a reset right
+// behind data would otherwise go unseen until our next write, and a
+// client connection may not have one (sockread's package doc).
 
 // The receive buffer starts at rxBufLen and grows to rxBulkLen when
 // the stream shows bulk traffic (a payload of rxBufLen or more, or a read

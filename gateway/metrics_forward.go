@@ -13,6 +13,7 @@ type ForwardBackendMetrics struct {
 	PingOK, PingTimeout prometheus.Counter
 	CallsFailed         *prometheus.CounterVec
 	Kept                prometheus.Counter
+	PortChanges         prometheus.Counter
 	Parked              prometheus.Gauge
 }
 
@@ -26,6 +27,8 @@ func newBEMetrics(f factory) *ForwardBackendMetrics {
 		"Calls answered SYSTEM_ERR by the gateway because their reply from the server could not be carried (reply_too_large: above backend.max_reply_bytes; reply_broken: the connection broke inside the reply on 3 attempts; ddp_impossible: the client offered a Write chunk for a READ/READLINK result that could not be placed in it, which RFC 8267 §6.4.1 forbids sending inline: results that do not decode, need more look-ahead than the reader has, or exceed the largest pool buffer).", "reason")
 	m.Kept = f.counter(metricname.BackendConnectionsKeptTotal,
 		"Backend connections handed to a client that reconnected from the same address within backend.reconnect_grace (same source port: the server's duplicate request cache recognises its retransmissions).")
+	m.PortChanges = f.counter(metricname.BackendReconnectPortChangesTotal,
+		"Backend reconnects that could not keep the previous local port (another socket on this host holds it; backend.reserved_source_port avoids the ephemeral range): the server's duplicate request cache does not recognise the calls sent again, so a non-idempotent call that had executed may execute twice. Each is also logged.")
 	m.Parked = f.gauge(metricname.BackendConnectionsParked,
 		"Backend connections kept open for a disconnected client for backend.reconnect_grace.")
 	return m

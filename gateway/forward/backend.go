@@ -66,6 +66,9 @@ func (s *session) runBackend(ctx context.Context, conn *net.TCPConn, d *backendD
 			return nil
 		}
 		s.met.BackendReconnects.Inc()
+		if !d.samePort {
+			s.portChanged(d)
+		}
 		s.resetBackchannel()
 		n := s.requeueAll()
 		s.log.Info("backend reconnected", "peer", s.peer, "backend", d.addr,
@@ -140,6 +143,15 @@ func (s *session) reconnect(ctx context.Context, d *backendDialer) *net.TCPConn 
 		s.giveUpBackend(d, gu.Dials, gu.Err)
 	}
 	return conn
+}
+
+// portChanged counts and logs a reconnect that could not keep the previous
+// source port: the server's duplicate request cache, keyed on the client's
+// address and port, will not recognise the calls sent again on it.
+func (s *session) portChanged(d *backendDialer) {
+	s.met.ForwardBackend.PortChanges.Inc()
+	s.log.Warn("backend reconnected from another source port; the server's duplicate request cache will not recognise resent calls",
+		"peer", s.peer, "backend", d.addr, "local", d.lastLocal.String(), "error", d.portErr)
 }
 
 // giveUpBackend disconnects the client after give_up_after of failures.

@@ -22,8 +22,10 @@ type backendDialer struct {
 	timeout   time.Duration
 	reserved  bool // bind a port below 1024
 	lastLocal *net.TCPAddr
-	// samePort reports whether the last dial kept the previous local port.
+	// samePort reports whether the last dial kept the previous local port;
+	// portErr is why it could not (nil after the first dial).
 	samePort bool
+	portErr  error
 	// last is the latest connection's local and remote address, for the
 	// live view (read by other goroutines).
 	last atomic.Pointer[[2]string]
@@ -37,14 +39,17 @@ const (
 )
 
 func (d *backendDialer) dial(ctx context.Context) (*net.TCPConn, error) {
-	d.samePort = false
+	d.samePort, d.portErr = false, nil
 	if d.lastLocal != nil {
-		if c, err := d.dialFrom(ctx, d.lastLocal.Port); err == nil {
+		c, err := d.dialFrom(ctx, d.lastLocal.Port)
+		if err == nil {
 			d.samePort = true
 			return c, nil
-		} else if ctx.Err() != nil {
+		}
+		if ctx.Err() != nil {
 			return nil, err
 		}
+		d.portErr = err
 	}
 	if !d.reserved {
 		return d.dialFrom(ctx, 0)

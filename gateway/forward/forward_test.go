@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/forward"
 	"github.com/rdmagw/rdmagw/gateway/internal/gwtest"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/oncrpc"
@@ -183,10 +185,17 @@ func TestForwardBackendReconnect(t *testing.T) {
 		t.Fatalf("reconnects = %v, want 1", v)
 	}
 	ports := px.ports()
+	changed := 0.0
+	if len(ports) == 2 && ports[0] != ports[1] {
+		changed = 1
+	}
+	if v := gwtest.Metric(t, m, "rdmagw_backend_reconnect_port_changes_total"); v != changed {
+		t.Errorf("port changes = %v, want %v (ports %v)", v, changed, ports)
+	}
 	switch {
 	case len(ports) != 2:
 		t.Errorf("backend source ports %v: want two connections", ports)
-	case ports[0] != ports[1] && !portHeldElsewhere(t, ports[0]):
+	case ports[0] != ports[1] && !forward.PortHeldElsewhere(t, ports[0]):
 		t.Errorf("backend source ports %v: want the same port twice", ports)
 	case ports[0] != ports[1]:
 		// The dialer's documented fallback: another socket on this host
@@ -195,21 +204,6 @@ func TestForwardBackendReconnect(t *testing.T) {
 		// client and proxy sockets) holds the port, so the OS refused it.
 		t.Logf("backend source ports %v: port %d is held by another socket on this host; fell back to any port", ports, ports[0])
 	}
-}
-
-// portHeldElsewhere reports whether binding 127.0.0.1:port with
-// SO_REUSEADDR (as the gateway's dialer does) fails with EADDRINUSE now.
-func portHeldElsewhere(t *testing.T, port int) bool {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	return errors.Is(syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}), syscall.EADDRINUSE)
 }
 
 // A reply whose XID matches no outstanding call is dropped and counted;
@@ -403,5 +397,51 @@ func TestForwardClientDisconnectLoggedQuietly(t *testing.T) {
 		if n := gwtest.Logged(t, &logs, bad); n != 0 {
 			t.Errorf("an ordinary disconnect logged %d %s lines:\n%s", n, bad, logs.String())
 		}
+	}
+}
+
+// A reconnect that cannot keep the source port (a listener on this host
+// holds it) still carries the resent call, and is counted and logged.
+func TestForwardBackendReconnectPortHeld(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	px := startProxy(t, g.NFSAddr)
+	gw := startGateway(t, px.addr(), func(c *gateway.Config) {
+		c.Backend.ReconnectInitial = 20 * time.Millisecond
+	})
+	c := dialRDMA(t, gw.Addr().String())
+	n := &nfs3{c: c, t: t}
+	root := mount3(t, g.MountAddr, g.Export)
+	fh := n.create(root, "portheld")
+	ports := px.ports()
+	if len(ports) != 1 {
+		t.Fatalf("backend connections %v, want 1", ports)
+	}
+	// SO_REUSEADDR lets a listener share the port of an established
+	// connection, and no connect may then bind it.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+		})
+		return serr
+	}}
+	hold, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	if err != nil {
+		t.Fatalf("hold the gateway's backend port %d: %v", ports[0], err)
+	}
+	defer hold.Close()
+
+	data := pattern(50000, 3)
+	px.cutOnReply.Store(true)
+	n.write(fh, 0, data)
+	if got := n.readFile(fh, 1<<20); !bytes.Equal(got, data) {
+		t.Fatalf("data after reconnect differs")
+	}
+	m := gw.Metrics()
+	if ports = px.ports(); len(ports) != 2 || ports[0] == ports[1] {
+		t.Fatalf("backend source ports %v: want two different", ports)
+	}
+	if v := gwtest.Metric(t, m, "rdmagw_backend_reconnect_port_changes_total"); v != 1 {
+		t.Fatalf("port changes = %v, want 1", v)
 	}
 }

@@ -164,22 +164,7 @@ func TestForwardReaddirplusReplyChunk(t *testing.T) {
 // reconnects from the same local port and re-sends the call, and the
 // client gets its reply as if nothing happened.
 func TestForwardBackendReconnect(t *testing.T) {
-	g := nfstest.StartGanesha(t)
-	px := startProxy(t, g.NFSAddr)
-	gw := startGateway(t, px.addr(), func(c *gateway.Config) {
-		c.Backend.ReconnectInitial = 20 * time.Millisecond
-	})
-	c := dialRDMA(t, gw.Addr().String())
-	n := &nfs3{c: c, t: t}
-	root := mount3(t, g.MountAddr, g.Export)
-	fh := n.create(root, "reconnect")
-	data := pattern(100000, 7)
-
-	px.cutOnReply.Store(true) // the WRITE executes; its reply is lost
-	n.write(fh, 0, data)
-	if got := n.readFile(fh, 1<<20); !bytes.Equal(got, data) {
-		t.Fatalf("data after reconnect differs")
-	}
+	px, gw := reconnectAfterCut(t, "reconnect", 100000, nil)
 	m := gw.Metrics()
 	if v := gwtest.Metric(t, m, "rdmagw_backend_reconnects_total"); v != 1 {
 		t.Fatalf("reconnects = %v, want 1", v)
@@ -400,9 +385,12 @@ func TestForwardClientDisconnectLoggedQuietly(t *testing.T) {
 	}
 }
 
-// A reconnect that cannot keep the source port (a listener on this host
-// holds it) still carries the resent call, and is counted and logged.
-func TestForwardBackendReconnectPortHeld(t *testing.T) {
+// reconnectAfterCut creates a file through a gateway behind a proxy, runs
+// hold (if any) with the backend source ports so far, loses the reply of
+// a size-byte WRITE that executed (the proxy cuts both connections), and
+// checks that the data reads back after the gateway reconnected.
+func reconnectAfterCut(t *testing.T, name string, size int, hold func(ports []int)) (*proxy, *forward.Gateway) {
+	t.Helper()
 	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
 	gw := startGateway(t, px.addr(), func(c *gateway.Config) {
@@ -411,34 +399,43 @@ func TestForwardBackendReconnectPortHeld(t *testing.T) {
 	c := dialRDMA(t, gw.Addr().String())
 	n := &nfs3{c: c, t: t}
 	root := mount3(t, g.MountAddr, g.Export)
-	fh := n.create(root, "portheld")
-	ports := px.ports()
-	if len(ports) != 1 {
-		t.Fatalf("backend connections %v, want 1", ports)
+	fh := n.create(root, name)
+	if hold != nil {
+		hold(px.ports())
 	}
-	// SO_REUSEADDR lets a listener share the port of an established
-	// connection, and no connect may then bind it.
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-		})
-		return serr
-	}}
-	hold, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	if err != nil {
-		t.Fatalf("hold the gateway's backend port %d: %v", ports[0], err)
-	}
-	defer hold.Close()
-
-	data := pattern(50000, 3)
-	px.cutOnReply.Store(true)
+	data := pattern(size, 7)
+	px.cutOnReply.Store(true) // the WRITE executes; its reply is lost
 	n.write(fh, 0, data)
 	if got := n.readFile(fh, 1<<20); !bytes.Equal(got, data) {
 		t.Fatalf("data after reconnect differs")
 	}
+	return px, gw
+}
+
+// A reconnect that cannot keep the source port (a listener on this host
+// holds it) still carries the resent call, and is counted and logged.
+func TestForwardBackendReconnectPortHeld(t *testing.T) {
+	px, gw := reconnectAfterCut(t, "portheld", 50000, func(ports []int) {
+		if len(ports) != 1 {
+			t.Fatalf("backend connections %v, want 1", ports)
+		}
+		// SO_REUSEADDR lets a listener share the port of an established
+		// connection, and no connect may then bind it.
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+			})
+			return serr
+		}}
+		hold, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+		if err != nil {
+			t.Fatalf("hold the gateway's backend port %d: %v", ports[0], err)
+		}
+		t.Cleanup(func() { hold.Close() })
+	})
 	m := gw.Metrics()
-	if ports = px.ports(); len(ports) != 2 || ports[0] == ports[1] {
+	if ports := px.ports(); len(ports) != 2 || ports[0] == ports[1] {
 		t.Fatalf("backend source ports %v: want two different", ports)
 	}
 	if v := gwtest.Metric(t, m, "rdmagw_backend_reconnect_port_changes_total"); v != 1 {

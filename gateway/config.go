@@ -151,6 +151,12 @@ type RDMAConfig struct {
 	// from clients: [1, 2] (the default) or [1]; each connection's first
 	// message decides its version (config_rdmaversion.go).
 	Versions []int `yaml:"versions"`
+	// MPACRC (the pure-Go iwarp provider, both modes): ask for MPA CRCs
+	// (RFC 5044 §8.1, the default). false asks for none; a peer that asks
+	// still gets them, so CRCs are off only when neither side wants them
+	// (Linux siw asks only with mpa_crc_required). An administrative
+	// choice for fabrics whose links already protect the data.
+	MPACRC bool `yaml:"mpa_crc"`
 }
 
 // LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.
@@ -285,6 +291,7 @@ func defaultRDMAConfig() RDMAConfig {
 		InlineSend:          DefaultInline,
 		MaxReadsOutstanding: DefaultReadsInFlight,
 		Versions:            slices.Clone(DefaultVersions),
+		MPACRC:              true,
 		Limits: LimitsConfig{
 			MaxReadSegments:     lim.MaxReadSegments,
 			MaxReadChunks:       lim.MaxReadChunks,

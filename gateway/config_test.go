@@ -155,6 +155,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"inline recv odd", "rdma:\n  inline_recv: 5000\n", "rdma.inline_recv", "multiple of 1KiB"},
 		{"inline send small", "rdma:\n  inline_send: 512\n", "rdma.inline_send", "multiple of 1KiB"},
 		{"reads", "rdma:\n  max_reads_outstanding: 0\n", "rdma.max_reads_outstanding", "between"},
+		{"mpa crc ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
+		{"mpa crc reverse ibverbs", "mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
 		// RFC 8267 §6.4.2's floors, one below each and the old zeroes.
 		{"limit segs", "rdma:\n  limits:\n    max_read_segments: 0\n", "rdma.limits.max_read_segments", "at least 32"},
 		{"limit segs 31", "rdma:\n  limits:\n    max_read_segments: 31\n", "rdma.limits.max_read_segments", "RFC 8267 §6.4.2"},

@@ -52,6 +52,15 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// rdmaProvider is the verbs provider of the RDMA side: the clients' in
+// forward mode, the server's in reverse mode.
+func (c *Config) rdmaProvider() string {
+	if c.Mode == "reverse" {
+		return c.Backend.Provider
+	}
+	return c.Listen.Provider
+}
+
 // validateListen checks where the gateway listens for clients.
 func (c *Config) validateListen(bad func(string, string, ...any)) {
 	if net.ParseIP(c.Listen.Address) == nil {
@@ -128,6 +137,9 @@ func (c *Config) validateRDMA(bad func(string, string, ...any)) {
 		bad("rdma.srq_depth", "must be between 0 (receives per connection) and %d (got %d)", maxSRQDepth, r.SRQDepth)
 	}
 	checkInline(bad, "rdma.inline_send", r.InlineSend)
+	if !r.MPACRC && c.rdmaProvider() != "iwarp" {
+		bad("rdma.mpa_crc", "applies to the iwarp provider only (with ibverbs the device decides: siw's mpa_crc_required; got false with %q)", c.rdmaProvider())
+	}
 	if r.MaxReadsOutstanding < 1 || r.MaxReadsOutstanding > 1024 {
 		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)
 	}

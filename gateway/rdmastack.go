@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
+	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
 // RDMAStack is what both modes hold on their RDMA side: the provider's
@@ -20,7 +21,8 @@ type RDMAStack struct {
 	Pool *rdmarpc.Pool
 }
 
-// Open opens provider's device for addr, allocates the protection domain
+// Open opens provider's device for addr (the iwarp provider without MPA
+// CRCs when rdma.mpa_crc is off), allocates the protection domain
 // and the pool (sized by cfg.Pool) and exports the pool's gauges. field
 // names the provider's config field for errors. On failure what was
 // opened stays set, for close.
@@ -28,6 +30,9 @@ func (s *RDMAStack) Open(cfg *Config, field, provider, addr string, met *Metrics
 	prov, err := verbs.Lookup(provider)
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
+	}
+	if provider == "iwarp" && !cfg.RDMA.MPACRC {
+		prov = iwarp.New(iwarp.Config{DisableCRC: true})
 	}
 	if s.Dev, err = prov.Open(addr); err != nil {
 		return fmt.Errorf("open %s device for %s: %w", provider, addr, err)

@@ -45,6 +45,7 @@ type benchOptions struct {
 	gatewayPID     int    // the gateway's process, for CPU per op
 	gatewayMetrics string // the gateway's metrics.listen, for -cpuprofile
 	burn           int    // CPU burner processes beside the run
+	crc            bool   // MPA CRCs asked for on the RDMA side (client, spawned gateways)
 	syscalls       string // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string // where the gateway's CPU profile goes
 	profileOp      string // the workload profiled
@@ -106,6 +107,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
+	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
 	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
@@ -152,6 +154,8 @@ func (o *benchOptions) checkPaths() error {
 		return errors.New("-embedded serves NFSv3 only (use -vers 3)")
 	case o.embedded && (o.spawnGateway || o.relay != ""):
 		return errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
+	case o.embedded && !o.crc:
+		return errors.New("-crc=false: with -spawn-gateway or -gateway, not -embedded")
 	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
 		return errors.New("-spawn-gateway starts the gateway: no -gateway, -gateway-pid or -gateway-metrics")
 	case !o.embedded && o.backend == "":
@@ -467,6 +471,9 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 		if n >= 0 {
 			extra = runtimeProcsConfig(n)
 		}
+		if !o.crc {
+			extra += "rdma:\n  mpa_crc: false\n"
+		}
 		if len(procs) > 1 {
 			path = fmt.Sprintf("gateway-p%d", n)
 		}
@@ -534,7 +541,7 @@ func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*b
 		}
 	}
 	for i, g := range gws {
-		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)))
+		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)), o.crc)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("connect to the gateway %s: %w", g.Addr, err)

@@ -98,6 +98,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-ops", "read-2m"},
 		{"bench", "-embedded", "-vers", "2"},
 		{"bench", "-embedded", "-gateway-procs", "1"},
+		{"bench", "-embedded", "-crc=false"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
 	} {
 		var out, errb bytes.Buffer

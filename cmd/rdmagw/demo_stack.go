@@ -15,7 +15,7 @@ import (
 	"github.com/rdmagw/rdmagw/internal/nfsmem"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
-	_ "github.com/rdmagw/rdmagw/verbs/iwarp" // the pure-Go provider the demo runs on
+	"github.com/rdmagw/rdmagw/verbs/iwarp" // the pure-Go provider the demo runs on
 )
 
 // localGateway is a forward gateway run in-process on the pure-Go iWARP
@@ -83,16 +83,19 @@ func startMemServer(log hclog.Logger) (*nfsmem.Server, string, error) {
 }
 
 // rdmaClient is an NFS client transport over RPC-over-RDMA on its own
-// pure-Go iWARP device.
+// pure-Go iWARP device, asking for MPA CRCs or (crc false) for none.
 type rdmaClient struct {
 	*nfsclient.RDMA
 	dev verbs.Device
 }
 
-func dialRDMAClient(ctx context.Context, addr string, credits int) (*rdmaClient, error) {
+func dialRDMAClient(ctx context.Context, addr string, credits int, crc bool) (*rdmaClient, error) {
 	p, err := verbs.Lookup("iwarp")
 	if err != nil {
 		return nil, err
+	}
+	if !crc {
+		p = iwarp.New(iwarp.Config{DisableCRC: true})
 	}
 	dev, err := p.Open("127.0.0.1")
 	if err != nil {

@@ -16,6 +16,7 @@
 #   scripts/bench-relay.sh -ops getattr -concurrency 8 -cpuprofile /tmp/gw.pprof  # absolute path
 #   scripts/bench-relay.sh -burn 2            # with both cores kept busy
 #   scripts/bench-relay.sh -gateway-procs 1,2 # the gateway at runtime.procs 1 and 2 (GOMAXPROCS)
+#   scripts/bench-relay.sh -anchors netpoll:2,epoll:2 # Go TCP relays beside haproxy (what the runtime costs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args="${*:--duration 10s -concurrency 1,8 -ops getattr,read-4k,write-4k,read-1m,write-1m}"

@@ -39,23 +39,24 @@ type benchOptions struct {
 	direct      bool
 	metrics     string
 
-	relay          string // "haproxy": the direct path goes through a TCP relay started here
-	spawnGateway   bool   // run the gateway as its own process (rdmagw serve)
-	gatewayProcs   []int  // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
-	gatewayPID     int    // the gateway's process, for CPU per op
-	gatewayMetrics string // the gateway's metrics.listen, for -cpuprofile
-	burn           int    // CPU burner processes beside the run
-	crc            bool   // MPA CRCs asked for on the RDMA side (client, spawned gateways)
-	syscalls       string // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
-	cpuprofile     string // where the gateway's CPU profile goes
-	profileOp      string // the workload profiled
-	profileDepth   int    // at this many in flight
+	relay          string        // "haproxy": the direct path goes through a TCP relay started here
+	spawnGateway   bool          // run the gateway as its own process (rdmagw serve)
+	gatewayProcs   []int         // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
+	gatewayPID     int           // the gateway's process, for CPU per op
+	gatewayMetrics string        // the gateway's metrics.listen, for -cpuprofile
+	burn           int           // CPU burner processes beside the run
+	crc            bool          // MPA CRCs asked for on the RDMA side (client, spawned gateways)
+	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
+	cpuprofile     string        // where the gateway's CPU profile goes
+	profileOp      string        // the workload profiled
+	profileDepth   int           // at this many in flight
+	anchors        []benchAnchor // -anchors: Go TCP relays measured beside haproxy
 }
 
 // benchFlagText holds the flags that parseBenchFlags converts after
 // parsing.
 type benchFlagText struct {
-	ops, size, concurrency, procs *string
+	ops, size, concurrency, procs, anchors *string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -108,6 +109,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
+	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS,... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
 	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
@@ -127,6 +129,9 @@ func (o *benchOptions) convert(text benchFlagText) error {
 	}
 	if o.gatewayProcs, err = parseProcsList(*text.procs); err != nil {
 		return fmt.Errorf("-gateway-procs: %w", err)
+	}
+	if o.anchors, err = parseAnchors(*text.anchors); err != nil {
+		return fmt.Errorf("-anchors: %w", err)
 	}
 	s, err := gateway.ParseByteSize(*text.size)
 	if err != nil || s < 1<<20 {
@@ -152,8 +157,8 @@ func (o *benchOptions) checkPaths() error {
 		return errors.New("-duration must be positive")
 	case o.embedded && o.vers != "3":
 		return errors.New("-embedded serves NFSv3 only (use -vers 3)")
-	case o.embedded && (o.spawnGateway || o.relay != ""):
-		return errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
+	case o.embedded && (o.spawnGateway || o.relay != "" || o.anchors != nil):
+		return errors.New("-embedded runs everything in-process: no -spawn-gateway, -relay or -anchors")
 	case o.embedded && !o.crc:
 		return errors.New("-crc=false: with -spawn-gateway or -gateway, not -embedded")
 	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
@@ -256,6 +261,7 @@ type benchInfo struct {
 	Burners    []int          `json:"burner_pids,omitempty"`
 	Syscalls   string         `json:"syscalls_counted"`      // "io": read/write family (/proc/<pid>/io); "perf": every call
 	CPUProfile string         `json:"cpu_profile,omitempty"` // "op@in-flight file"
+	Anchors    []benchAnchor  `json:"anchors,omitempty"`     // -anchors, after the direct path
 }
 
 // benchGateway is a gateway process the bench started, and the path
@@ -445,6 +451,12 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 		st.procs = append(st.procs, p)
 		info.Direct, info.Relay, info.RelayPID = addr, o.relay, p.pid()
 	}
+	if o.anchors != nil {
+		if err := st.startAnchors(o.anchors, o.backend); err != nil {
+			return err
+		}
+		info.Anchors = o.anchors
+	}
 	if o.burn > 0 {
 		ps, err := startBurners(o.burn)
 		if err != nil {
@@ -559,6 +571,14 @@ func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*b
 			name = info.Relay
 		}
 		paths = append(paths, &benchPath{name: name, tr: d, pid: info.RelayPID, proc: info.Relay})
+	}
+	for _, a := range info.Anchors {
+		d, err := nfsclient.DialTCP(ctx, a.Addr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("connect to %s (%s): %w", a.Addr, a.Path, err)
+		}
+		paths = append(paths, &benchPath{name: a.Path, tr: d, pid: a.PID, proc: "rdmagw tcprelay"})
 	}
 	return paths, nil
 }

@@ -13,10 +13,11 @@ import (
 	"text/tabwriter"
 )
 
-// benchRatio compares the gateway with the other path (direct, or
-// through the relay) for one workload at one in-flight level.
+// benchRatio compares the gateway (or an -anchors relay) with the other
+// path (direct, or through the relay) for one workload at one in-flight
+// level.
 type benchRatio struct {
-	Gateway    string  `json:"gateway"` // the gateway's path (several with -gateway-procs 1,2)
+	Gateway    string  `json:"gateway"` // the gateway's path (several with -gateway-procs 1,2), or an anchor's
 	Op         string  `json:"op"`
 	InFlight   int     `json:"in_flight"`
 	Versus     string  `json:"versus"`     // the other path's name
@@ -34,12 +35,12 @@ func isGatewayPath(path string) bool { return strings.HasPrefix(path, "gateway")
 
 func benchRatios(results []benchResult) []benchRatio {
 	var out []benchRatio
-	for i, g := range results {
-		if !isGatewayPath(g.Path) {
+	for _, g := range results {
+		if !isGatewayPath(g.Path) && !isAnchorPath(g.Path) {
 			continue
 		}
-		for _, d := range results[i+1:] {
-			if d.Op == g.Op && d.InFlight == g.InFlight && !isGatewayPath(d.Path) && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
+		for _, d := range results {
+			if d.Op == g.Op && d.InFlight == g.InFlight && !isGatewayPath(d.Path) && !isAnchorPath(d.Path) && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
 				r := benchRatio{Gateway: g.Path, Op: g.Op, InFlight: g.InFlight, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
 					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros}
 				if g.CPUMicrosPerOp > 0 && d.CPUMicrosPerOp > 0 {
@@ -77,7 +78,7 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if ratios := benchRatios(results); len(ratios) > 0 {
 		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "gateway\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
+		fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
 		for _, r := range ratios {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t\n", r.Gateway, r.Op, r.InFlight, r.Throughput, r.P50, r.P99, cpuCell(r.CPUPerOp, "%.2fx"))
 		}
@@ -101,6 +102,9 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 		}
 		if info.RelayPID != 0 {
 			fmt.Fprintf(w, "  %s: pid %d\n", info.Relay, info.RelayPID)
+		}
+		for _, a := range info.Anchors {
+			fmt.Fprintf(w, "  %s: rdmagw tcprelay -mode %s, pid %d, GOMAXPROCS %d (diagnostic anchor)\n", a.Path, a.Mode, a.PID, a.Procs)
 		}
 	}
 	printSyscallKinds(w, results)

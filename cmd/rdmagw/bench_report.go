@@ -62,6 +62,32 @@ func cpuCell(v float64, format string) string {
 	return fmt.Sprintf(format, v)
 }
 
+// printRelayProcs says how each relay process was measured, and which
+// it is.
+func printRelayProcs(w io.Writer, info *benchInfo) {
+	fmt.Fprintln(w, "\nPer op, of each relay process over the run, divided by its ops:")
+	fmt.Fprintln(w, "  CPU: utime+stime (/proc/<pid>/stat)")
+	if info.Syscalls == "perf" {
+		fmt.Fprintln(w, "  syscalls: every system call of its threads (perf stat -e "+perfSyscallEvent+")")
+	} else {
+		fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
+		fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex; -syscalls perf counts them all)")
+	}
+	fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
+	for _, g := range info.Gateways {
+		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)
+	}
+	if info.Gateways == nil && info.GatewayPID != 0 {
+		fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)
+	}
+	if info.RelayPID != 0 {
+		fmt.Fprintf(w, "  %s: pid %d\n", info.Relay, info.RelayPID)
+	}
+	for _, a := range info.Anchors {
+		fmt.Fprintf(w, "  %s: rdmagw tcprelay -mode %s, pid %d, GOMAXPROCS %d (diagnostic anchor)\n", a.Path, a.Mode, a.PID, a.Procs)
+	}
+}
+
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -84,28 +110,8 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 		}
 		tw.Flush()
 	}
-	if info.GatewayPID != 0 || info.RelayPID != 0 {
-		fmt.Fprintln(w, "\nPer op, of each relay process over the run, divided by its ops:")
-		fmt.Fprintln(w, "  CPU: utime+stime (/proc/<pid>/stat)")
-		if info.Syscalls == "perf" {
-			fmt.Fprintln(w, "  syscalls: every system call of its threads (perf stat -e "+perfSyscallEvent+")")
-		} else {
-			fmt.Fprintln(w, "  syscalls: syscr+syscw (/proc/<pid>/io), read- and write-family calls only (read, readv, write, writev...;")
-			fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex; -syscalls perf counts them all)")
-		}
-		fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
-		for _, g := range info.Gateways {
-			fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)
-		}
-		if info.Gateways == nil && info.GatewayPID != 0 {
-			fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)
-		}
-		if info.RelayPID != 0 {
-			fmt.Fprintf(w, "  %s: pid %d\n", info.Relay, info.RelayPID)
-		}
-		for _, a := range info.Anchors {
-			fmt.Fprintf(w, "  %s: rdmagw tcprelay -mode %s, pid %d, GOMAXPROCS %d (diagnostic anchor)\n", a.Path, a.Mode, a.PID, a.Procs)
-		}
+	if info.GatewayPID != 0 || info.RelayPID != 0 || info.Anchors != nil {
+		printRelayProcs(w, info)
 	}
 	printSyscallKinds(w, results)
 	if len(info.Burners) > 0 {

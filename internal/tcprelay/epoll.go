@@ -62,17 +62,11 @@ func startEpoll(ctx context.Context, cfg Config) (*Relay, error) {
 		unix.Close(lfd)
 		return nil, fmt.Errorf("tcprelay: eventfd: %w", err)
 	}
-	ws := make([]*worker, workerCount(cfg))
-	for i := range ws {
-		ws[i] = &worker{lfd: lfd, stopfd: stopfd, backend: ba}
-		if err := ws[i].init(); err != nil {
-			for _, w := range ws[:i] {
-				unix.Close(w.epfd)
-			}
-			unix.Close(lfd)
-			unix.Close(stopfd)
-			return nil, err
-		}
+	ws, err := newWorkers(workerCount(cfg), lfd, stopfd, ba)
+	if err != nil {
+		unix.Close(lfd)
+		unix.Close(stopfd)
+		return nil, err
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ws))
@@ -94,17 +88,38 @@ func startEpoll(ctx context.Context, cfg Config) (*Relay, error) {
 		defer unregister()
 		wg.Wait()
 		close(errs)
-		var first error
-		for err := range errs {
-			if err != nil && !errors.Is(err, errClosed) && first == nil {
-				first = err
-			}
-		}
 		unix.Close(lfd)
 		unix.Close(stopfd)
-		r.done <- first
+		r.done <- firstError(errs)
 	}()
 	return r, nil
+}
+
+// newWorkers makes n workers, each with its epoll instance.
+func newWorkers(n, lfd, stopfd int, backend unix.Sockaddr) ([]*worker, error) {
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = &worker{lfd: lfd, stopfd: stopfd, backend: backend}
+		if err := ws[i].init(); err != nil {
+			for _, w := range ws[:i] {
+				unix.Close(w.epfd)
+			}
+			return nil, err
+		}
+	}
+	return ws, nil
+}
+
+// firstError is the first error of the workers' that is not their
+// being stopped.
+func firstError(errs <-chan error) error {
+	var first error
+	for err := range errs {
+		if err != nil && !errors.Is(err, errClosed) && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 func (w *worker) init() error {

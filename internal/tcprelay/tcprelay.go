@@ -65,71 +65,79 @@ func (r *Relay) Close() error {
 	return err
 }
 
+// netpollRelay is ModeNetpoll's state: the connections open, for Close.
+type netpollRelay struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	once  sync.Once
+}
+
+// closeAll stops accepting and closes every relayed connection.
+func (n *netpollRelay) closeAll() error {
+	n.once.Do(func() {
+		n.ln.Close()
+		n.mu.Lock()
+		for c := range n.conns {
+			c.Close()
+		}
+		n.mu.Unlock()
+	})
+	return nil
+}
+
+func (n *netpollRelay) track(add bool, cs ...net.Conn) {
+	n.mu.Lock()
+	for _, c := range cs {
+		if add {
+			n.conns[c] = struct{}{}
+		} else {
+			delete(n.conns, c)
+		}
+	}
+	n.mu.Unlock()
+}
+
 // startNetpoll is ModeNetpoll.
 func startNetpoll(ctx context.Context, cfg Config) (*Relay, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("tcprelay: listen %s: %w", cfg.Listen, err)
 	}
-	var (
-		mu    sync.Mutex
-		conns = map[net.Conn]struct{}{}
-		wg    sync.WaitGroup
-		once  sync.Once
-	)
-	closeAll := func() error {
-		once.Do(func() {
-			ln.Close()
-			mu.Lock()
-			for c := range conns {
-				c.Close()
-			}
-			mu.Unlock()
-		})
-		return nil
-	}
-	track := func(c net.Conn, add bool) {
-		mu.Lock()
-		if add {
-			conns[c] = struct{}{}
-		} else {
-			delete(conns, c)
-		}
-		mu.Unlock()
-	}
-	r := &Relay{addr: ln.Addr(), close: closeAll, done: make(chan error, 1)}
-	stop := context.AfterFunc(ctx, func() { closeAll() })
+	n := &netpollRelay{ln: ln, conns: map[net.Conn]struct{}{}}
+	r := &Relay{addr: ln.Addr(), close: n.closeAll, done: make(chan error, 1)}
+	stop := context.AfterFunc(ctx, func() { n.closeAll() })
 	go func() {
 		defer stop()
+		var wg sync.WaitGroup
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				break
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b, err := net.Dial("tcp", cfg.Backend)
-				if err != nil {
-					c.Close()
-					return
-				}
-				track(c, true)
-				track(b, true)
-				var pair sync.WaitGroup
-				pair.Add(1)
-				go func() { defer pair.Done(); pipe(b, c) }()
-				pipe(c, b)
-				pair.Wait()
-				track(c, false)
-				track(b, false)
-			}()
+			wg.Go(func() { n.relay(c, cfg.Backend) })
 		}
-		closeAll()
+		n.closeAll()
 		wg.Wait()
 		r.done <- nil
 	}()
 	return r, nil
+}
+
+// relay connects c to the backend and copies both ways until either
+// side ends.
+func (n *netpollRelay) relay(c net.Conn, backend string) {
+	b, err := net.Dial("tcp", backend)
+	if err != nil {
+		c.Close()
+		return
+	}
+	n.track(true, c, b)
+	var pair sync.WaitGroup
+	pair.Go(func() { pipe(b, c) })
+	pipe(c, b)
+	pair.Wait()
+	n.track(false, c, b)
 }
 
 // pipe copies from src to dst with Read and Write (not io.Copy, which

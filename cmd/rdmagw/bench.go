@@ -157,8 +157,8 @@ func (o *benchOptions) checkPaths() error {
 		return errors.New("-duration must be positive")
 	case o.embedded && o.vers != "3":
 		return errors.New("-embedded serves NFSv3 only (use -vers 3)")
-	case o.embedded && (o.spawnGateway || o.relay != "" || o.anchors != nil):
-		return errors.New("-embedded runs everything in-process: no -spawn-gateway, -relay or -anchors")
+	case o.embedded && (o.spawnGateway || o.relay != ""):
+		return errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
 	case o.embedded && !o.crc:
 		return errors.New("-crc=false: with -spawn-gateway or -gateway, not -embedded")
 	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
@@ -176,6 +176,8 @@ func (o *benchOptions) checkExtras() error {
 	switch {
 	case o.relay != "" && o.relay != "haproxy":
 		return fmt.Errorf("-relay %q: the one relay known is haproxy", o.relay)
+	case o.anchors != nil && o.embedded:
+		return errors.New("-anchors start relays in front of -backend: not with -embedded")
 	case o.relay != "" && !o.direct:
 		return errors.New("-relay is on the direct path: not with -direct=false")
 	case o.syscalls != "io" && o.syscalls != "perf":

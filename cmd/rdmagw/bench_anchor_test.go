@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"syscall"
@@ -57,6 +58,23 @@ func TestParseAnchors(t *testing.T) {
 	for _, bad := range []string{"netpoll", "splice:1", "epoll:0", "epoll:x", "netpoll:1,"} {
 		if _, err := parseAnchors(bad); err == nil {
 			t.Errorf("parseAnchors(%q) accepted", bad)
+		}
+	}
+}
+
+func TestTCPRelayBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		rc   int
+	}{
+		{[]string{"tcprelay"}, 2}, // no -backend
+		{[]string{"tcprelay", "-backend", "127.0.0.1:1", "-workers", "-1"}, 2},
+		{[]string{"tcprelay", "-backend", "127.0.0.1:1", "extra"}, 2},
+		{[]string{"tcprelay", "-mode", "splice", "-backend", "127.0.0.1:1"}, 1},
+	} {
+		var out, errb bytes.Buffer
+		if rc := run(c.args, &out, &errb); rc != c.rc {
+			t.Errorf("%v: rc %d, want %d; stderr %q", c.args, rc, c.rc, errb.String())
 		}
 	}
 }

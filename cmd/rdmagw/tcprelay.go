@@ -25,12 +25,13 @@ func tcprelayCmd(args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", "netpoll", "netpoll: a goroutine per direction on Go's netpoller; epoll: run to completion on locked threads, one epoll each (haproxy's design)")
 	listen := fs.String("listen", "127.0.0.1:0", "where to listen (host:port)")
 	backend := fs.String("backend", "", "where every connection is relayed to (host:port)")
-	procs := fs.Int("procs", 0, "GOMAXPROCS (0: Go's default); the epoll mode runs one thread per proc")
+	procs := fs.Int("procs", 0, "GOMAXPROCS (0: Go's default)")
+	workers := fs.Int("workers", 0, "epoll mode: its threads (0: one per proc)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *backend == "" || *procs < 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: rdmagw tcprelay -mode netpoll|epoll -listen host:port -backend host:port [-procs N]")
+	if *backend == "" || *procs < 0 || *workers < 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: rdmagw tcprelay -mode netpoll|epoll -listen host:port -backend host:port [-procs N] [-workers N]")
 		return 2
 	}
 	if *procs > 0 {
@@ -38,7 +39,7 @@ func tcprelayCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := tcprelay.Start(ctx, tcprelay.Config{Mode: tcprelay.Mode(*mode), Listen: *listen, Backend: *backend})
+	r, err := tcprelay.Start(ctx, tcprelay.Config{Mode: tcprelay.Mode(*mode), Listen: *listen, Backend: *backend, Workers: *workers})
 	if err != nil {
 		fmt.Fprintf(stderr, "rdmagw tcprelay: %v\n", err)
 		return 1

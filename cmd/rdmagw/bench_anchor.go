@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -22,8 +23,10 @@ type benchAnchor struct {
 	Path  string `json:"path"` // "tcprelay-netpoll-p1"
 	Mode  string `json:"mode"`
 	Procs int    `json:"procs"` // its GOMAXPROCS
-	PID   int    `json:"pid,omitempty"`
-	Addr  string `json:"address,omitempty"`
+	// Workers is the epoll mode's threads (0: one per proc).
+	Workers int    `json:"workers,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Addr    string `json:"address,omitempty"`
 }
 
 // anchorPathPrefix starts the path name of every anchor.
@@ -31,22 +34,43 @@ const anchorPathPrefix = "tcprelay-"
 
 func isAnchorPath(path string) bool { return strings.HasPrefix(path, anchorPathPrefix) }
 
-// parseAnchors reads "netpoll:1,epoll:2": relay modes, each at a
-// GOMAXPROCS; "" is none.
+// parseAnchors reads "netpoll:1,epoll:2,epoll:2:1": relay modes, each
+// at a GOMAXPROCS, epoll optionally with fewer threads (WORKERS); ""
+// is none.
 func parseAnchors(s string) ([]benchAnchor, error) {
 	if s == "" {
 		return nil, nil
 	}
 	var out []benchAnchor
 	for _, f := range strings.Split(s, ",") {
-		mode, p, _ := strings.Cut(strings.TrimSpace(f), ":")
-		procs, err := strconv.Atoi(p)
-		if (mode != string(tcprelay.ModeNetpoll) && mode != string(tcprelay.ModeEpoll)) || err != nil || procs < 1 || procs > 64 {
-			return nil, fmt.Errorf("%q: want MODE:PROCS (MODE netpoll or epoll, PROCS 1 to 64), separated by commas", s)
+		a, err := parseAnchor(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q: want MODE:PROCS[:WORKERS] (MODE netpoll or epoll, PROCS 1 to 64, WORKERS epoll threads 1 to PROCS), separated by commas", s)
 		}
-		out = append(out, benchAnchor{Path: fmt.Sprintf("%s%s-p%d", anchorPathPrefix, mode, procs), Mode: mode, Procs: procs})
+		out = append(out, a)
 	}
 	return out, nil
+}
+
+func parseAnchor(f string) (benchAnchor, error) {
+	parts := strings.Split(f, ":")
+	bad := errors.New("bad anchor")
+	if len(parts) < 2 || len(parts) > 3 || (parts[0] != string(tcprelay.ModeNetpoll) && parts[0] != string(tcprelay.ModeEpoll)) {
+		return benchAnchor{}, bad
+	}
+	a := benchAnchor{Mode: parts[0]}
+	var err error
+	if a.Procs, err = strconv.Atoi(parts[1]); err != nil || a.Procs < 1 || a.Procs > 64 {
+		return a, bad
+	}
+	a.Path = fmt.Sprintf("%s%s-p%d", anchorPathPrefix, a.Mode, a.Procs)
+	if len(parts) == 3 {
+		if a.Workers, err = strconv.Atoi(parts[2]); err != nil || a.Mode != string(tcprelay.ModeEpoll) || a.Workers < 1 || a.Workers > a.Procs {
+			return a, bad
+		}
+		a.Path += fmt.Sprintf("-w%d", a.Workers)
+	}
+	return a, nil
 }
 
 // startAnchors starts one `rdmagw tcprelay` per anchor in front of
@@ -64,7 +88,7 @@ func (st *benchStack) startAnchors(anchors []benchAnchor, backend string) error 
 		}
 		a.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		p, err := startBenchProc("rdmagw tcprelay", exec.Command(exe, "tcprelay", "-mode", a.Mode,
-			"-listen", a.Addr, "-backend", backend, "-procs", strconv.Itoa(a.Procs)))
+			"-listen", a.Addr, "-backend", backend, "-procs", strconv.Itoa(a.Procs), "-workers", strconv.Itoa(a.Workers)))
 		if err != nil {
 			return err
 		}

@@ -51,11 +51,12 @@ func TestBenchAnchors(t *testing.T) {
 }
 
 func TestParseAnchors(t *testing.T) {
-	got, err := parseAnchors("netpoll:1, epoll:2")
-	if err != nil || len(got) != 2 || got[0].Path != "tcprelay-netpoll-p1" || got[1].Path != "tcprelay-epoll-p2" {
+	got, err := parseAnchors("netpoll:1, epoll:2,epoll:2:1")
+	if err != nil || len(got) != 3 || got[0].Path != "tcprelay-netpoll-p1" || got[1].Path != "tcprelay-epoll-p2" ||
+		got[2].Path != "tcprelay-epoll-p2-w1" || got[2].Workers != 1 || got[1].Workers != 0 {
 		t.Fatalf("parseAnchors = %+v, %v", got, err)
 	}
-	for _, bad := range []string{"netpoll", "splice:1", "epoll:0", "epoll:x", "netpoll:1,"} {
+	for _, bad := range []string{"netpoll", "splice:1", "epoll:0", "epoll:x", "netpoll:1,", "netpoll:2:1", "epoll:2:3", "epoll:2:0", "epoll:2:1:1"} {
 		if _, err := parseAnchors(bad); err == nil {
 			t.Errorf("parseAnchors(%q) accepted", bad)
 		}

@@ -142,6 +142,17 @@ type Handler interface {
 	ServeCall(call *Call)
 }
 
+// BatchHandler is a Handler told when the calls of one poll of the
+// completion queue have all been delivered: ServeBatchDone runs on the
+// connection's goroutine after each poll (with or without calls), before
+// the engine polls again or waits. A handler may leave the calls it got
+// queued until then and hand them on together (one write to a backend
+// for all of them). Like ServeCall it must not block on the network.
+type BatchHandler interface {
+	Handler
+	ServeBatchDone()
+}
+
 // ResponderConn is one RPC-over-RDMA connection served by rdmagw.
 type ResponderConn struct {
 	endpoint // pool, cq, qp, the connection's life (endpoint.go)
@@ -197,8 +208,9 @@ type ResponderConn struct {
 	// readsPeak is the most RDMA Reads ever in flight at once.
 	readsPeak atomic.Int32
 	handler   Handler
-	bc        *bcState    // backward-direction calls (backchannel.go)
-	v2        v2Responder // version two (responder_v2.go)
+	batchDone BatchHandler // handler, when it is one
+	bc        *bcState     // backward-direction calls (backchannel.go)
+	v2        v2Responder  // version two (responder_v2.go)
 
 	serving atomic.Bool
 	served  chan struct{} // closed when Serve has returned
@@ -357,6 +369,7 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 	}
 	defer close(c.served)
 	c.handler = h
+	c.batchDone, _ = h.(BatchHandler)
 	if c.cfg.ReplyTimeout > 0 || c.cfg.IdleTimeout > 0 {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -367,11 +380,15 @@ func (c *ResponderConn) Serve(ctx context.Context, h Handler) error {
 	return c.Err()
 }
 
-// afterPoll retries calls waiting for memory and issues queued RDMA
-// Reads (the engine interface). Serve goroutine only.
+// afterPoll retries calls waiting for memory, issues queued RDMA Reads
+// and tells a BatchHandler the poll's calls are delivered (the engine
+// interface). Serve goroutine only.
 func (c *ResponderConn) afterPoll() {
 	c.retryMemory()
 	c.issueReads()
+	if c.batchDone != nil {
+		c.batchDone.ServeBatchDone()
+	}
 }
 
 // waitTimeout: while calls wait for memory the wait ends now and then to

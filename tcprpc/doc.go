@@ -10,6 +10,8 @@
 //	recordwriter.go      RecordWriter: one record as one vectored write
 //	recordwriter_vec.go  WriteRecordv: a record from any number of pieces;
 //	                     AppendRecordv + Flush: several records, one writev
+//	recordwriter_try.go  TryFlush: the queued records with one writev that
+//	                     never waits; Flush writes what it left
 //	recordwriter_shared.go  SharedRecordWriter: records of concurrent
 //	                     callers gathered into one writev
 //	errors.go            FrameError and its sentinels

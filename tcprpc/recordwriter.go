@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 )
 
 // errRecordOverflow: WriteRecord was given more bytes than an int counts.
@@ -44,6 +45,13 @@ type RecordWriter struct {
 	bufs   net.Buffers // what WriteTo consumes; re-sliced from iov each call
 
 	three [3][]byte // WriteRecord's head, payload, tail as a vector for WriteRecordv
+
+	// TryFlush (recordwriter_try.go): its write function, bound once,
+	// the iovecs it passes and what the write returned.
+	tryFn  func(fd uintptr) bool
+	sysIov []syscall.Iovec
+	tryN   int
+	tryErr syscall.Errno
 }
 
 // NewRecordWriter returns a RecordWriter over w; c may be nil.
@@ -61,9 +69,7 @@ func NewRecordWriter(w io.Writer, c *WriterConfig) *RecordWriter {
 // queued and not flushed, and keeping its storage.
 func (rw *RecordWriter) Reset(w io.Writer) {
 	rw.w, rw.err = w, nil
-	clear(rw.iov)
-	rw.iov = rw.iov[:0]
-	rw.nhdr, rw.queued = 0, 0
+	rw.forget()
 }
 
 // WriteRecord sends head, payload and tail, concatenated, as one record.

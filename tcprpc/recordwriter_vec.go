@@ -92,14 +92,21 @@ func (rw *RecordWriter) Flush() error {
 	if rw.queued == 0 {
 		return rw.err
 	}
-	rw.bufs = rw.iov
+	if rw.bufs == nil { // else TryFlush left the rest of them
+		rw.bufs = rw.iov
+	}
 	_, err := rw.bufs.WriteTo(rw.w)
-	clear(rw.iov) // keep no reference to the caller's buffers
-	rw.iov = rw.iov[:0]
-	rw.bufs = nil
-	rw.nhdr, rw.queued = 0, 0
+	rw.forget()
 	if err != nil {
 		rw.err = err
 	}
 	return err
+}
+
+// forget drops the queued records once written (or failed).
+func (rw *RecordWriter) forget() {
+	clear(rw.iov) // keep no reference to the caller's buffers
+	rw.iov = rw.iov[:0]
+	rw.bufs = nil
+	rw.nhdr, rw.queued = 0, 0
 }

@@ -489,37 +489,62 @@ func (s *session) replyBroken(pc *pendingCall, done <-chan struct{}, err error) 
 // writeCalls sends queued calls, each as one record with one vectored
 // write straight from the pieces the engine delivered (a WRITE payload
 // goes from the registered buffer its RDMA Read filled).
-func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) error {
+// The engine writes calls itself onto an idle connection
+// (backend_inline.go); a round of this goroutine holds s.w.wmu.
+func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) (err error) {
 	rw := tcprpc.NewRecordWriter(conn, nil)
 	vec := make([][]byte, 0, 16)
 	var ping [oncrpc.MaxCallHeader]byte
+	s.attachInline(conn, rw)
+	defer func() {
+		if derr := s.detachInline(); err == nil {
+			err = derr
+		}
+	}()
 	for {
 		select {
 		case <-s.wake:
 		case <-done:
 			return nil
 		}
+		s.w.wmu.Lock()
 		var stop bool
-		var err error
-		if vec, stop, err = s.writeBatch(rw, s.takeBatch(), vec, done); err != nil {
-			return err
-		}
-		if stop || stopped(done) {
-			return nil // pausing: the batch's last record is out; no more
-		}
-		if err := s.writeBackchannelReplies(rw); err != nil {
-			return fmt.Errorf("write callback reply: %w", err)
-		}
-		if err := s.writePing(rw, ping[:]); err != nil {
+		vec, stop, err = s.writeRound(rw, vec, ping[:], done)
+		s.w.wmu.Unlock()
+		if err != nil || stop {
 			return err
 		}
 	}
+}
+
+// writeRound is one round of the writer goroutine (s.w.wmu held): what
+// an inline write left, the queued calls, callback replies and a ping.
+// stop: pausing, the batch's last record is out; no more.
+func (s *session) writeRound(rw *tcprpc.RecordWriter, vec [][]byte, ping []byte, done <-chan struct{}) (_ [][]byte, stop bool, err error) {
+	if err = s.finishInline(); err != nil {
+		return vec, true, err
+	}
+	if vec, stop, err = s.writeBatch(rw, s.takeBatch(), vec, done); err != nil {
+		return vec, true, err
+	}
+	if stop || stopped(done) {
+		return vec, true, nil
+	}
+	if err := s.writeBackchannelReplies(rw); err != nil {
+		return vec, true, fmt.Errorf("write callback reply: %w", err)
+	}
+	return vec, false, s.writePing(rw, ping)
 }
 
 // takeBatch takes the calls queued for the writer, stamped as sent now.
 func (s *session) takeBatch() []*pendingCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.takeBatchLocked()
+}
+
+// takeBatchLocked is takeBatch with s.mu held.
+func (s *session) takeBatchLocked() []*pendingCall {
 	batch := s.sendQ
 	s.sendQ = s.spareQ[:0]
 	now := time.Now()
@@ -576,21 +601,21 @@ func (s *session) flushCalls(rw *tcprpc.RecordWriter, calls []*pendingCall) erro
 	for _, pc := range calls {
 		pc.writing()
 	}
-	first := calls[0].xid
 	if hook := testHookFlushCalls; hook != nil {
 		hook(calls)
 	}
-	err := rw.Flush()
+	return s.flushWritten(calls, rw.Flush())
+}
+
+// flushWritten ends the writing of calls once their writev returned err:
+// the answers the reader handed over meanwhile are sent (session.go).
+func (s *session) flushWritten(calls []*pendingCall, err error) error {
+	first := calls[0].xid
 	for _, pc := range calls {
 		if pc.written() {
 			// The reply came back before writev returned: the reader
-			// left the answer to us (session.go). Reply may wait for the
-			// client to take replies, as on the reader.
-			held := !s.be.localWait.Swap(true)
-			s.finishAnswer(pc)
-			if held {
-				s.be.localWait.Store(false)
-			}
+			// left the answer to us.
+			s.answerHeld(pc)
 		}
 	}
 	switch {
@@ -600,6 +625,16 @@ func (s *session) flushCalls(rw *tcprpc.RecordWriter, calls []*pendingCall) erro
 		return fmt.Errorf("write call xid %#x: %w", first, err)
 	}
 	return fmt.Errorf("write calls xid %#x and %d after it: %w", first, len(calls)-1, err)
+}
+
+// answerHeld sends an answer the reader handed over (writer goroutine).
+// Reply may wait for the client to take replies, as on the reader.
+func (s *session) answerHeld(pc *pendingCall) {
+	held := !s.be.localWait.Swap(true)
+	s.finishAnswer(pc)
+	if held {
+		s.be.localWait.Store(false)
+	}
 }
 
 // testHookFlushCalls, when set by a test, sees the calls of each

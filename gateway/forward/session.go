@@ -79,6 +79,7 @@ type session struct {
 	ops    *gateway.ClientOps // live view and drain (gateway/ops.go, ops.go)
 	dialer *backendDialer     // the backend connection's addresses, for the live view
 	be     beState            // backend connection health (backend.go)
+	w      inlineState        // the engine's own writes to the backend (backend_inline.go)
 }
 
 func newSession(rc *rdmarpc.ResponderConn, cfg *gateway.Config, log hclog.Logger, met *gateway.Metrics, pool *rdmarpc.Pool) *session {
@@ -98,7 +99,8 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *gateway.Config, log hclog.Logger
 
 // ServeCall implements rdmarpc.Handler. It never blocks on the network:
 // it decodes the RPC header for the metrics and the reply walk, records
-// the call and wakes the backend writer.
+// the call and wakes the backend writer, or, onto an idle backend
+// connection, leaves the write to ServeBatchDone (backend_inline.go).
 func (s *session) ServeCall(call *rdmarpc.Call) {
 	now := time.Now()
 	s.met.CreditsInUse.Inc()
@@ -150,10 +152,10 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 		return
 	}
 	s.sendQ = append(s.sendQ, pc)
+	idle := s.queueIdle()
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if !idle {
+		s.wakeWriter()
 	}
 }
 

@@ -507,6 +507,9 @@ func (s *session) writeCalls(conn *net.TCPConn, done <-chan struct{}) (err error
 		case <-done:
 			return nil
 		}
+		if hook := testHookWriterWoken; hook != nil {
+			hook()
+		}
 		s.w.wmu.Lock()
 		var stop bool
 		vec, stop, err = s.writeRound(rw, vec, ping[:], done)

@@ -41,15 +41,24 @@ type inlineState struct {
 	vec    [][]byte             // AppendRecordv's vector
 
 	// Engine goroutine only.
-	hooked bool // the engine calls ServeBatchDone
-	queued int  // calls ServeCall left to ServeBatchDone since its last run
+	hooked  bool // the engine calls ServeBatchDone
+	wasIdle bool // the connection was idle when the last call came (queueIdle)
+	queued  int  // calls ServeCall left to ServeBatchDone since its last run
 }
 
 // queueIdle reports whether ServeCall leaves pc, just queued, to
 // ServeBatchDone (s.mu held, engine goroutine): the engine calls that,
-// and no call is written and unanswered.
+// and no call is written and unanswered, now and when the call before
+// came. A client with several calls in flight finds the connection idle
+// now and then, between two bursts; the first call of a burst goes to
+// the writer goroutine, which gathers the rest of the burst into its
+// writev (measured: written by the engine, the burst's first call cost
+// a writev of its own, +0.1 writev per call at 8 in flight).
 func (s *session) queueIdle() bool {
-	if !s.w.hooked || len(s.pending.byXID) > len(s.sendQ) {
+	idle := s.w.hooked && len(s.pending.byXID) == len(s.sendQ)
+	was := s.w.wasIdle
+	s.w.wasIdle = idle
+	if !idle || !was {
 		return false
 	}
 	s.w.queued++
@@ -75,7 +84,8 @@ func (s *session) ServeBatchDone() {
 		s.w.wmu.Unlock()
 		return
 	}
-	if s.w.rw == nil || s.be.pingDue || s.closing {
+	// A cut record's rest (carry) goes first, and only Flush writes it.
+	if s.w.rw == nil || len(s.w.carry) > 0 || s.be.pingDue || s.closing {
 		s.mu.Unlock()
 		s.w.wmu.Unlock()
 		s.wakeWriter()
@@ -180,6 +190,10 @@ func (s *session) detachInline() error {
 	s.w.rw, s.w.raw = nil, nil
 	return err
 }
+
+// testHookWriterWoken, when set by a test, runs when the writer
+// goroutine is woken, before its round.
+var testHookWriterWoken func()
 
 // testHookInline, when set by a test, sees whether each engine write
 // went out whole.

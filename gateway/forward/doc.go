@@ -14,7 +14,9 @@
 //	                          |   by XID (pending.go), queued for the writer
 //	                          v
 //	                        writeCalls (backend.go): the call as one TCP  ----> record
-//	                          record, header and chunk data vectored
+//	                          record, header and chunk data vectored; onto
+//	                          an idle connection ServeBatchDone writes it
+//	                          on the engine's goroutine (backend_inline.go)
 //	                                                                            |
 //	                        readReplies (backend.go): matches the XID   <---- record
 //	                          |
@@ -50,6 +52,7 @@
 //	session.go       session: ServeCall (the RPC call header read back from the engine's message), error replies made by the gateway, the reply handed to the engine
 //	pending.go       pendingCall and the XID table of calls sent and unanswered
 //	backend.go       the backend connection's writer, reader (reply record header, XID match) and NULL-ping watchdog; reconnect and re-send
+//	backend_inline.go  the engine's own writes of calls onto an idle backend connection after its poll; what the socket did not take is the writer's
 //	dialer.go        dialing the NFS server from the same local port (duplicate request cache)
 //	replybuilder.go  a reply record streamed into registered memory, DDP items placed for the client's Write chunks
 //	backchannel.go   NFSv4.1 callbacks from the server to the RDMA client, and their replies

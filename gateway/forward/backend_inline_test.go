@@ -20,11 +20,12 @@ import (
 
 // TestForwardInlineRecordsWhole: WRITE calls through the gateway reach
 // the backend as one record each, byte for byte, whoever writes them.
-// One at a time, the engine writes them itself onto the idle backend
-// connection (the test fails if it never does). Then 8 goroutines send
-// calls at once on the same client connection, some of 256 KiB: the
-// engine's writes and the writer goroutine's batches share the one
-// connection and must not interleave bytes.
+// Sent one at a time, after the first few (inlineAfter) the engine
+// writes them itself onto the idle backend connection (the test fails
+// if it never does). Then 8 goroutines send calls at once on the same
+// client connection, some of 256 KiB: the engine's writes and the
+// writer goroutine's batches share the one connection and must not
+// interleave bytes.
 func TestForwardInlineRecordsWhole(t *testing.T) {
 	var whole, cut atomic.Int32
 	t.Cleanup(forward.SetInlineHook(func(w bool) {
@@ -80,7 +81,7 @@ func TestForwardInlineRecordsWhole(t *testing.T) {
 		}
 	}
 
-	const serial, senders, each = 16, 8, 8
+	const serial, senders, each = 40, 8, 8
 	for i := range serial {
 		send(i)
 	}

@@ -46,6 +46,18 @@ type inlineState struct {
 	queued  int  // calls ServeCall left to ServeBatchDone since its last run
 }
 
+// queueCall queues pc for the backend (s.mu held, engine goroutine) and
+// reports whether the writer goroutine is to be woken: not when calls
+// already queued have had their wake-up (or are left to ServeBatchDone),
+// since the writer takes pc with them (waking it again cost a round with
+// nothing to write: 0.18 per call at 8 in flight), nor when pc is left
+// to ServeBatchDone.
+func (s *session) queueCall(pc *pendingCall) bool {
+	woken := len(s.sendQ) > 0
+	s.sendQ = append(s.sendQ, pc)
+	return !s.queueIdle() && !woken
+}
+
 // queueIdle reports whether ServeCall leaves pc, just queued, to
 // ServeBatchDone (s.mu held, engine goroutine): the engine calls that,
 // and the connection was idle (no call written and unanswered) when

@@ -151,15 +151,9 @@ func (s *session) ServeCall(call *rdmarpc.Call) {
 		s.drop(call, "duplicate_xid")
 		return
 	}
-	// Calls already queued have had their wake-up (or are left to
-	// ServeBatchDone) and the writer takes this one with them: waking it
-	// again cost a round with nothing to write (measured at 8 in flight:
-	// 0.18 per call).
-	woken := len(s.sendQ) > 0
-	s.sendQ = append(s.sendQ, pc)
-	idle := s.queueIdle()
+	wake := s.queueCall(pc)
 	s.mu.Unlock()
-	if !idle && !woken {
+	if wake {
 		s.wakeWriter()
 	}
 }

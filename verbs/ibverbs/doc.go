@@ -37,11 +37,12 @@
 //     connect request or reply leaves. Disconnect and a peer's disconnect
 //     move the QP to the error state themselves, which flushes every
 //     outstanding work request.
-//   - A send chain that moves 64 KiB or more by RDMA Write is
-//     posted by the connection's poster goroutine and PostSend returns
+//   - A send chain that moves 64 KiB or more by RDMA Write or RDMA Read
+//     is posted by the connection's poster goroutine and PostSend returns
 //     before the device has it: on soft-RoCE a user QP's requester work
-//     (segmenting, copying, ICRC) runs inside ibv_post_send, and it would
-//     stall the caller's next work. Later chains queue behind it (the
+//     (segmenting, copying, ICRC) runs inside ibv_post_send, and so does
+//     a Read's whole transfer when the peer is on the same rxe device; it
+//     would stall the caller's next work. Later chains queue behind it (the
 //     device sees every chain in PostSend order). If such a post fails,
 //     the QP goes to the error state, the chains not posted complete with
 //     StatusFlushed, and PostSend fails from then on (post.go).

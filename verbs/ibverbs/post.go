@@ -21,20 +21,19 @@ import (
 // RDMA Write happen in that system call, on the caller's thread (a kernel
 // QP does the same work in softirq). A 1 MiB Write costs the caller
 // milliseconds under emulation, while the gateway's next work (the next
-// backend reply, the next completion) waits behind it. So a chain that
-// RDMA-Writes at least bulkPostBytes is handed to the connection's poster
-// goroutine, and PostSend returns at once; other chains are posted by the
-// caller when nothing is queued ahead of them. RDMA Reads stay with the
-// caller although, when the peer's QP is on the same rxe device (the
-// kernel lab), the whole Read runs inside its post too: the request is
-// answered in the softirq that runs as the post re-enables bottom halves,
-// so the peer's responder (segmenting, ICRC) and our completer (ICRC
-// check, copy into our memory) move the data in ibv_post_send (perf:
-// rxe_responder and rxe_completer under ib_uverbs_post_send, a third of
-// the gateway's samples in the lab's 1 MiB seqwrite). Handing Reads to
-// the poster measured no better there (two A/B runs in two sessions),
-// probably because the peer's responder serves one QP's requests in
-// order, so the replies and later Reads still wait for the Read ahead.
+// backend reply, the next completion) waits behind it. An RDMA Read is
+// as long when the peer's QP is on the same rxe device (the kernel lab):
+// the request is answered in the softirq that runs as the post re-enables
+// bottom halves, so the peer's responder (segmenting, ICRC) and our
+// completer (ICRC check, copy into our memory) move the whole Read inside
+// ibv_post_send (perf: rxe_responder and rxe_completer under
+// ib_uverbs_post_send, a third of the gateway's samples in the lab's
+// 1 MiB seqwrite). The engine posts the Reads of every queued call in one
+// go before it polls again, and an inline post holds the send queue's
+// lock, which completions and the replies' posts need. So a chain that
+// RDMA-Writes or RDMA-Reads at least bulkPostBytes is handed to the
+// connection's poster goroutine, and PostSend returns at once; other
+// chains are posted by the caller when nothing is queued ahead of them.
 //
 // Only on rxe (device caps softRoCE). Elsewhere the post is a doorbell
 // (the device, or siw's kernel thread, does the work), so a hand-off

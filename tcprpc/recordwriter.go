@@ -4,7 +4,8 @@ import (
 	"errors"
 	"io"
 	"net"
-	"syscall"
+
+	"github.com/rdmagw/rdmagw/internal/sockwrite"
 )
 
 // errRecordOverflow: WriteRecord was given more bytes than an int counts.
@@ -46,12 +47,7 @@ type RecordWriter struct {
 
 	three [3][]byte // WriteRecord's head, payload, tail as a vector for WriteRecordv
 
-	// TryFlush (recordwriter_try.go): its write function, bound once,
-	// the iovecs it passes and what the write returned.
-	tryFn  func(fd uintptr) bool
-	sysIov []syscall.Iovec
-	tryN   int
-	tryErr syscall.Errno
+	try sockwrite.Writer // TryFlush's writes (recordwriter_try.go)
 }
 
 // NewRecordWriter returns a RecordWriter over w; c may be nil.

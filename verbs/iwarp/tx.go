@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/rdmagw/rdmagw/internal/sockwrite"
 	"github.com/rdmagw/rdmagw/verbs"
-	"golang.org/x/sys/unix"
 )
 
 // The transmit side: one goroutine per connection turns work into FPDUs
@@ -61,11 +61,7 @@ type txState struct {
 	inline       bool         // the batch is built for one non-blocking write
 	pending      pendingPhase // what the goroutine must finish of an inline round
 	pendingRound txRound
-	rawIOV       []unix.Iovec
-	rawTotal     int // bytes in rawIOV
-	rawN         int // what the last writev wrote
-	rawErr       error
-	rawWrite     func(fd uintptr) bool // writevRaw, bound once
+	raw          sockwrite.Writer // flushNow's writes that never wait
 
 	// Rounds written by the goroutine and inline (for tests: a wake-up
 	// per message shows as goroutine rounds).
@@ -83,12 +79,7 @@ func (t *txState) init(c *conn) {
 	t.c = c
 	t.iov = make([][]byte, 0, batchFPDUs*2+c.maxSGE+8)
 	t.held = make([]*mr, 0, batchWRs*(c.maxSGE+1))
-	t.rawIOV = make([]unix.Iovec, 0, min(cap(t.iov), iovMax))
-	t.rawWrite = t.writevRaw
 }
-
-// iovMax is Linux's IOV_MAX: the most iovecs one writev takes.
-const iovMax = 1024
 
 // flush writes the batched FPDUs (in an inline round without waiting:
 // flushNow).

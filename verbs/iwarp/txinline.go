@@ -2,11 +2,8 @@ package iwarp
 
 import (
 	"errors"
-	"os"
-	"unsafe"
 
 	"github.com/rdmagw/rdmagw/verbs"
-	"golang.org/x/sys/unix"
 )
 
 // Transmitting inline (run to completion). Whoever queues work for tx
@@ -254,62 +251,18 @@ func (t *txState) abort() {
 // then holds the rest).
 func (t *txState) flushNow() error {
 	for len(t.iov) > 0 {
-		n, err := t.writevNow()
+		n, tried, err := t.raw.Writev(t.c.rc, t.iov)
 		if err != nil {
 			t.broken = true
 			return err
 		}
 		t.consume(n)
-		if n < t.rawTotal {
+		if n < tried {
 			return errInlinePartial
 		}
 	}
 	t.nf, t.bytes, t.nrr = 0, 0, 0
 	return nil
-}
-
-// writevNow is one non-blocking writev of (the first IOV_MAX entries of)
-// the batch.
-func (t *txState) writevNow() (int, error) {
-	t.rawIOV, t.rawTotal = t.rawIOV[:0], 0
-	for _, b := range t.iov {
-		if len(t.rawIOV) == cap(t.rawIOV) {
-			break
-		}
-		if len(b) > 0 {
-			v := unix.Iovec{Base: unsafe.SliceData(b)}
-			v.SetLen(len(b))
-			t.rawIOV = append(t.rawIOV, v)
-			t.rawTotal += len(b)
-		}
-	}
-	if len(t.rawIOV) == 0 {
-		return 0, nil
-	}
-	t.rawN, t.rawErr = 0, nil
-	if err := t.c.rc.Write(t.rawWrite); err != nil {
-		return 0, err
-	}
-	clear(t.rawIOV)
-	return t.rawN, t.rawErr
-}
-
-// writevRaw is the RawConn.Write callback: one writev, never waiting
-// (EAGAIN counts as nothing written).
-func (t *txState) writevRaw(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(t.rawIOV))), uintptr(len(t.rawIOV)))
-		switch e {
-		case 0:
-			t.rawN = int(n)
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-		default:
-			t.rawErr = os.NewSyscallError("writev", e)
-		}
-		return true
-	}
 }
 
 // consume drops n written bytes from the front of the batch, moving what

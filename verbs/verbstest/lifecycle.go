@@ -3,6 +3,7 @@ package verbstest
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sort"
 	"sync/atomic"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmagw/rdmagw/verbs"
+	"golang.org/x/sys/unix"
 )
 
 // testDisconnect disconnects from either side with receives outstanding
@@ -167,32 +169,32 @@ func cqWaitWakes(t *testing.T, e *env, p *pair) {
 	defer cancel()
 	woke := make(chan error, 1)
 	const idle = 300 * time.Millisecond
-	go func() { woke <- p.srv.rcq.Wait(ctx) }()
-	// A parked Wait costs almost nothing (well under a millisecond);
-	// a spinning one about what a busy goroutine gets: judged against
-	// that share, not the wall clock, so that a machine loaded by other
-	// processes neither hides a spin nor fakes one. The load can change
-	// between the share's measure and the window, and the runtime or
-	// the provider may run in a window (GC, a timer): a spin costs its
-	// share in every window, so the Wait fails only if all of them cost
-	// it.
+	// The Wait runs on a thread of its own, so that its CPU time is that
+	// thread's: a parked Wait leaves it asleep.
+	clk := make(chan threadClock, 1)
+	go func() {
+		runtime.LockOSThread()
+		clk <- myThreadClock()
+		woke <- p.srv.rcq.Wait(ctx)
+	}()
+	waiter := <-clk
+	// A parked Wait costs next to nothing; a spinning one as much CPU as
+	// a busy goroutine beside it gets in the same window. Judging the
+	// Wait against that share of the same window, not against the wall
+	// clock or a share measured before, means load from other processes
+	// (which can change from one moment to the next) neither hides a
+	// spin nor fakes one. The runtime may still run something on the
+	// Wait's thread in a window (a GC assist, a timer), so the Wait
+	// fails only if each of 3 windows costs it a quarter of the share.
 	var used, share time.Duration
 	for range 3 {
-		// What one busy goroutine gets of the CPU right now: all of
-		// idle on a quiet machine, a fraction of it on a loaded one.
-		share = busyShare(idle)
-		cpu0 := cpuTime()
-		select {
-		case err := <-woke:
-			t.Fatalf("Wait returned %v with nothing on the CQ", err)
-		case <-time.After(idle):
-		}
-		if used = cpuTime() - cpu0; used <= max(share/4, time.Millisecond) {
+		used, share = cpuBeside(waiter, idle, woke, t)
+		if used <= share/4+100*time.Microsecond {
 			break
 		}
 	}
-	if used > max(share/4, time.Millisecond) {
-		t.Errorf("process used %v of CPU during %v of Wait (a busy goroutine got %v just before), in each of 3 windows: not parked", used, idle, share)
+	if used > share/4+100*time.Microsecond {
+		t.Errorf("the waiting thread used %v of CPU during %v of Wait while a busy goroutine beside it got %v, in each of 3 windows: not parked", used, idle, share)
 	}
 	post(t, p.cli.conn, sendWR(2, out.sge(0, 64)))
 	select {
@@ -254,27 +256,49 @@ func cqWaitClose(t *testing.T, e *env) {
 	}
 }
 
-// cpuTime is the CPU time (user and system) the process has used.
-// busyShare spins one goroutine for d and returns the CPU the process
-// used meanwhile: the share of a core a busy goroutine gets now.
-func busyShare(d time.Duration) time.Duration {
-	cpu0 := cpuTime()
-	var sink uint64
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		for i := 0; i < 1000; i++ {
-			sink += uint64(i)
+// cpuBeside waits for d (failing t if woke delivers meanwhile) while a
+// goroutine locked to its own thread spins, and returns the CPU time the
+// thread of clock c used in that window and what the spinner got.
+func cpuBeside(c threadClock, d time.Duration, woke <-chan error, t *testing.T) (used, share time.Duration) {
+	spin := make(chan threadClock, 1)
+	var stop atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		spin <- myThreadClock()
+		var sink uint64
+		for !stop.Load() {
+			for i := 0; i < 1000; i++ {
+				sink += uint64(i)
+			}
 		}
+		busySink.Store(sink)
+	}()
+	s := <-spin
+	defer stop.Store(true)
+	c0, s0 := c.cpu(), s.cpu()
+	select {
+	case err := <-woke:
+		t.Fatalf("Wait returned %v with nothing on the CQ", err)
+	case <-time.After(d):
 	}
-	busySink.Store(sink)
-	return cpuTime() - cpu0
+	return c.cpu() - c0, s.cpu() - s0
 }
 
 var busySink atomic.Uint64
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+// threadClock is the CPU-time clock of one thread of this process (Linux:
+// the clock id pthread_getcpuclockid gives, which any thread can read).
+type threadClock int32
+
+// myThreadClock is the clock of the calling goroutine's thread; the
+// goroutine must be locked to it.
+func myThreadClock() threadClock { return threadClock((^syscall.Gettid())<<3 | 6) }
+
+func (c threadClock) cpu() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32(c), &ts); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }

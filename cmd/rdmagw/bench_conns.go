@@ -208,7 +208,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 	defer p.stop(10 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := mountRoot(ctx, memAddr, "/")
+	root, err := nfsclient.MountRoot(ctx, memAddr, "/")
 	if err != nil {
 		return r, err
 	}

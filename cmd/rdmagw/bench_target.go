@@ -85,7 +85,7 @@ type benchFile struct {
 // openTarget opens the benchmark file over tr, creating it when create.
 func openTarget(ctx context.Context, tr nfsclient.Transport, bf *benchFile, create bool) (benchTarget, error) {
 	if bf.vers == "3" {
-		root, err := mountRoot(ctx, bf.mountAddr, bf.export)
+		root, err := nfsclient.MountRoot(ctx, bf.mountAddr, bf.export)
 		if err != nil {
 			return nil, err
 		}
@@ -118,25 +118,10 @@ func openTarget(ctx context.Context, tr nfsclient.Transport, bf *benchFile, crea
 	return &v4Target{c: c, f: f}, nil
 }
 
-// mountRoot mounts export over TCP (MOUNT is not on the data path, so
-// both targets use the same plain TCP MOUNT).
-func mountRoot(ctx context.Context, mountAddr, export string) ([]byte, error) {
-	mt, err := nfsclient.DialTCP(ctx, mountAddr)
-	if err != nil {
-		return nil, fmt.Errorf("MOUNT service %s: %w", mountAddr, err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, export)
-	if err != nil {
-		return nil, fmt.Errorf("MOUNT %s: %w", export, err)
-	}
-	return root, nil
-}
-
 // removeBenchFile removes the file at the end of the run.
 func removeBenchFile(ctx context.Context, tr nfsclient.Transport, bf *benchFile) error {
 	if bf.vers == "3" {
-		root, err := mountRoot(ctx, bf.mountAddr, bf.export)
+		root, err := nfsclient.MountRoot(ctx, bf.mountAddr, bf.export)
 		if err != nil {
 			return err
 		}

@@ -195,15 +195,7 @@ func captureRPCoverRDMA(t *testing.T, pcap string) (int, []*wireCall, int) {
 	tr := nfstest.DialRDMA(t, ctx, gw.Addr().String())
 	rec := &recorder{T: tr}
 
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := nfstest.MountRoot(t, ctx, g.MountAddr, g.Export)
 
 	const ioSize = 64 << 10
 	// NFSv3.

@@ -87,3 +87,19 @@ func (m *Mount) Exports(ctx context.Context) ([]Export, error) {
 	}
 	return out, d.Err()
 }
+
+// MountRoot dials the MOUNT v3 service at mountAddr over TCP (MOUNT is
+// never on the data path, so every transport's users mount this way),
+// mounts export and returns its root file handle.
+func MountRoot(ctx context.Context, mountAddr, export string) ([]byte, error) {
+	mt, err := DialTCP(ctx, mountAddr)
+	if err != nil {
+		return nil, fmt.Errorf("MOUNT service %s: %w", mountAddr, err)
+	}
+	defer mt.Close()
+	root, _, err := (&Mount{T: mt}).Mnt(ctx, export)
+	if err != nil {
+		return nil, fmt.Errorf("MOUNT %s at %s: %w", export, mountAddr, err)
+	}
+	return root, nil
+}

@@ -13,15 +13,7 @@ import (
 // mountV3 mounts export over TCP and returns the NFSv3 client and root.
 func mountV3(t *testing.T, ctx context.Context, nfsAddr, mountAddr, export string) (*nfsclient.V3, []byte) {
 	t.Helper()
-	mt, err := nfsclient.DialTCP(ctx, mountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, export)
-	if err != nil {
-		t.Fatalf("MNT %s: %v", export, err)
-	}
+	root := nfstest.MountRoot(t, ctx, mountAddr, export)
 	nt, err := nfsclient.DialTCP(ctx, nfsAddr)
 	if err != nil {
 		t.Fatal(err)

@@ -79,15 +79,7 @@ func TestRDMAThroughGatewayToGanesha(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	gw := forwardtest.Start(t, g.NFSAddr)
 	ctx := nfstest.Ctx(t)
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := nfstest.MountRoot(t, ctx, g.MountAddr, g.Export)
 	c := &nfsclient.V3{T: nfstest.DialRDMA(t, ctx, gw.Addr().String())}
 	for _, size := range nfstest.Sizes {
 		name := fmt.Sprintf("r-%d", size)

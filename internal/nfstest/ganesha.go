@@ -1,10 +1,12 @@
 package nfstest
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/internal/nfstest/ganesha"
 )
 
@@ -33,3 +35,14 @@ func StartGanesha(t testing.TB) *Ganesha {
 // FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago.
 func FreePorts(t testing.TB, n int) []int { return ganesha.FreePorts(t, n, false) }
+
+// MountRoot mounts export at the MOUNT v3 server at mountAddr and returns
+// its root file handle, failing t if it cannot.
+func MountRoot(t testing.TB, ctx context.Context, mountAddr, export string) []byte {
+	t.Helper()
+	root, err := nfsclient.MountRoot(ctx, mountAddr, export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

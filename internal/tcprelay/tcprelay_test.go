@@ -109,15 +109,7 @@ func TestGanesha(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := nfstest.MountRoot(t, ctx, g.MountAddr, g.Export)
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			r := start(t, mode, g.NFSAddr, 2)

@@ -19,7 +19,7 @@ func BenchmarkReverseChain(b *testing.B) {
 	fwd := forwardtest.Start(b, g.NFSAddr)
 	rev := startReverse(b, fwd.Addr().String(), nil)
 	ctx := context.Background()
-	root := mountRoot(b, ctx, g)
+	root := nfstest.MountRoot(b, ctx, g.MountAddr, g.Export)
 	data := nfstest.Pattern(1<<20, 3)
 	for _, tc := range []struct{ name, addr string }{{"direct", g.NFSAddr}, {"reverse", rev.Addr().String()}} {
 		tr, err := nfsclient.DialTCP(ctx, tc.addr)

@@ -58,15 +58,7 @@ func startChain(t *testing.T) *chain {
 // v3 mounts the export at ganesha and talks NFSv3 through the chain.
 func (ch *chain) v3(t *testing.T, ctx context.Context) (*nfsclient.V3, []byte) {
 	t.Helper()
-	mt, err := nfsclient.DialTCP(ctx, ch.g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, ch.g.Export)
-	if err != nil {
-		t.Fatalf("MNT: %v", err)
-	}
+	root := nfstest.MountRoot(t, ctx, ch.g.MountAddr, ch.g.Export)
 	nt, err := nfsclient.DialTCP(ctx, ch.rev.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func TestReverseChainBackendHungAndCut(t *testing.T) {
 		c.Backend.GiveUpAfter = 10 * time.Second
 	}, gwtest.TestLog(t))
 	ctx := nfstest.Ctx(t)
-	root := mountRoot(t, ctx, g)
+	root := nfstest.MountRoot(t, ctx, g.MountAddr, g.Export)
 	nt, err := nfsclient.DialTCP(ctx, rev.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func BenchmarkChainVersions(b *testing.B) {
 		revs[i] = startReverse(b, fwd.Addr().String(), func(c *gateway.Config) { c.Backend.RDMAVersion = v })
 	}
 	ctx := context.Background()
-	root := mountRoot(b, ctx, g)
+	root := nfstest.MountRoot(b, ctx, g.MountAddr, g.Export)
 	ops := versionWorkloads(b, ctx, g, revs[0], root)
 	clients := [2]*nfsclient.V3{}
 	for i, r := range revs {
@@ -168,22 +168,6 @@ func takeStats(b *testing.B, m *gateway.Metrics) gwstats.Snapshot {
 		b.Fatal(err)
 	}
 	return s
-}
-
-// mountRoot mounts g's export over MOUNT v3 (at ganesha: the chain
-// carries the NFS port only) and returns the root file handle.
-func mountRoot(t testing.TB, ctx context.Context, g *nfstest.Ganesha) []byte {
-	t.Helper()
-	mt, err := nfsclient.DialTCP(ctx, g.MountAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mt.Close()
-	root, _, err := (&nfsclient.Mount{T: mt}).Mnt(ctx, g.Export)
-	if err != nil {
-		t.Fatalf("MNT: %v", err)
-	}
-	return root
 }
 
 // versionWorkloads makes the files the workloads use (a 1 MiB file, a

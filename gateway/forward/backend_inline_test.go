@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward"
 	"github.com/rdmagw/rdmagw/gateway/internal/gwtest"
 	"github.com/rdmagw/rdmagw/oncrpc"
@@ -35,33 +36,8 @@ func TestForwardInlineRecordsWhole(t *testing.T) {
 			cut.Add(1)
 		}
 	})) // restored after the gateway's cleanup has stopped it
-	var mu sync.Mutex
-	got := map[uint32][]byte{} // record by XID, as the backend read it
-	srv := startTCPServer(t, func(c net.Conn) {
-		go func() {
-			defer c.Close()
-			rr := tcprpc.NewRecordReader(c, &tcprpc.ReaderConfig{MaxRecord: 1 << 20})
-			rw := tcprpc.NewRecordWriter(c, nil)
-			for {
-				rec, err := rr.ReadRecord(nil)
-				if err != nil {
-					return
-				}
-				var h oncrpc.CallHeader
-				if _, err := h.Decode(rec); err != nil {
-					t.Errorf("backend: a record that is no call (%d bytes): %v", len(rec), err)
-					return
-				}
-				mu.Lock()
-				got[h.XID] = rec
-				mu.Unlock()
-				if rw.WriteRecord(write3IOError(h.XID), nil, nil) != nil {
-					return
-				}
-			}
-		}()
-	})
-	gw := startGateway(t, srv.addr(), nil)
+	be := startWriteBackend(t)
+	gw := startGateway(t, be.addr(), nil)
 	c := dialRDMA(t, gw.Addr().String())
 	fh := bytes.Repeat([]byte{0xfe}, 32)
 	size := func(i int) int {
@@ -101,13 +77,73 @@ func TestForwardInlineRecordsWhole(t *testing.T) {
 	wg.Wait()
 
 	const calls = serial + senders*each
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != calls {
-		t.Fatalf("the backend read %d calls, want %d", len(got), calls)
+	be.check(t, calls, fh, args, size)
+	t.Logf("engine writes: %d whole, %d cut", whole.Load(), cut.Load())
+}
+
+// writeBackend is a backend that answers every call with NFS3ERR_IO
+// and keeps, by XID, each record it read.
+type writeBackend struct {
+	*tcpServer
+	mu  sync.Mutex
+	got map[uint32][][]byte
+}
+
+func startWriteBackend(t *testing.T) *writeBackend {
+	b := &writeBackend{got: map[uint32][][]byte{}}
+	b.tcpServer = startTCPServer(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			rr := tcprpc.NewRecordReader(c, &tcprpc.ReaderConfig{MaxRecord: 1 << 20})
+			rw := tcprpc.NewRecordWriter(c, nil)
+			for {
+				rec, err := rr.ReadRecord(nil)
+				if err != nil {
+					return
+				}
+				var h oncrpc.CallHeader
+				if _, err := h.Decode(rec); err != nil {
+					t.Errorf("backend: a record that is no call (%d bytes): %v", len(rec), err)
+					return
+				}
+				b.mu.Lock()
+				b.got[h.XID] = append(b.got[h.XID], rec)
+				b.mu.Unlock()
+				if rw.WriteRecord(write3IOError(h.XID), nil, nil) != nil {
+					return
+				}
+			}
+		}()
+	})
+	return b
+}
+
+// reset closes the newest backend connection with an RST (SO_LINGER 0).
+func (b *writeBackend) reset(t *testing.T) {
+	b.tcpServer.mu.Lock()
+	c := b.tcpServer.conns[len(b.tcpServer.conns)-1].(*net.TCPConn)
+	b.tcpServer.mu.Unlock()
+	if err := c.SetLinger(0); err != nil {
+		t.Error(err)
+	}
+	c.Close()
+}
+
+// check: the backend read calls WRITEs (offsets 0..calls-1: the test's
+// call index), each once and byte for byte as the client sent it.
+func (b *writeBackend) check(t *testing.T, calls int, fh []byte, args func(int) []byte, size func(int) int) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.got) != calls {
+		t.Fatalf("the backend read %d calls, want %d", len(b.got), calls)
 	}
 	seen := make([]bool, calls)
-	for xid, rec := range got {
+	for xid, recs := range b.got {
+		if len(recs) != 1 {
+			t.Errorf("xid %#x: the backend read it %d times", xid, len(recs))
+		}
+		rec := recs[0]
 		i := callIndex(rec, len(gwtest.EncodeCall(xid, ulb.ProgNFS, 3, nfs3Write, nil))+len(fh)+4)
 		if i < 0 || i >= calls || seen[i] {
 			t.Fatalf("xid %#x: record of %d bytes names call %d", xid, len(rec), i)
@@ -119,7 +155,63 @@ func TestForwardInlineRecordsWhole(t *testing.T) {
 			t.Errorf("call %d (xid %#x): the backend read %d bytes, not the %d the client sent", i, xid, len(rec), len(want))
 		}
 	}
-	t.Logf("engine writes: %d whole, %d cut", whole.Load(), cut.Load())
+}
+
+// TestForwardInlineWriteAfterReset: an engine write that meets a backend
+// connection the server has reset (RST) leaves its call to the writer
+// goroutine, which reconnects and sends it again: the call is answered,
+// and every call reaches the backend once and byte for byte. The server
+// resets the connection in the moment before the engine's writev (the
+// flush hook), so that writev itself meets the reset; the test fails if
+// no engine write ever did.
+func TestForwardInlineWriteAfterReset(t *testing.T) {
+	be := startWriteBackend(t)
+	var armed, resetDone atomic.Bool
+	var cutAfterReset atomic.Int32
+	t.Cleanup(forward.SetFlushHook(func() {
+		if armed.CompareAndSwap(true, false) {
+			be.reset(t)
+			resetDone.Store(true)
+		}
+	}))
+	t.Cleanup(forward.SetInlineHook(func(whole bool) {
+		if resetDone.CompareAndSwap(true, false) && !whole {
+			cutAfterReset.Add(1)
+		}
+	}))
+	gw := startGateway(t, be.addr(), func(c *gateway.Config) {
+		c.Backend.ReconnectInitial = 20 * time.Millisecond
+	})
+	c := dialRDMA(t, gw.Addr().String())
+	fh := bytes.Repeat([]byte{0xfd}, 32)
+	size := func(i int) int { return 200 + i }
+	args := func(i int) []byte {
+		return new(enc).opaque(fh).u64(uint64(i)).u32(uint32(size(i))).u32(fileSync).u32(uint32(size(i))).b
+	}
+	calls := 0
+	send := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.call(ctx, ulb.ProgNFS, 3, nfs3Write, args(calls), pattern(size(calls), byte(calls)), nil); err != nil {
+			t.Fatalf("WRITE %d: %v", calls, err)
+		}
+		calls++
+	}
+	for try := 0; try < 3 && cutAfterReset.Load() == 0; try++ {
+		for range 20 { // one at a time: the engine writes them after inlineAfter
+			send()
+		}
+		armed.Store(true)
+		send()
+	}
+	if cutAfterReset.Load() == 0 {
+		t.Fatal("no engine write met the reset connection (3 tries)")
+	}
+	send() // on the new connection
+	be.check(t, calls, fh, args, size)
+	if v := gwtest.Metric(t, gw.Metrics(), "rdmagw_backend_reconnects_total"); v < 1 {
+		t.Errorf("reconnects = %v, want at least 1", v)
+	}
 }
 
 // callIndex reads the WRITE offset (the test's call index) at off.

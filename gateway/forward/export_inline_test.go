@@ -7,3 +7,11 @@ func SetInlineHook(f func(whole bool)) (restore func()) {
 	testHookInline = f
 	return func() { testHookInline = old }
 }
+
+// SetFlushHook sets testHookFlushCalls: f runs just before the calls of
+// a backend write go out, by the writer goroutine or by the engine.
+func SetFlushHook(f func()) (restore func()) {
+	old := testHookFlushCalls
+	testHookFlushCalls = func([]*pendingCall) { f() }
+	return func() { testHookFlushCalls = old }
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/internal/nfstest"
 	"github.com/rdmagw/rdmagw/ulb"
 	"github.com/rdmagw/rdmagw/xdr"
 )
@@ -20,7 +21,6 @@ const (
 	nfs3Remove      = 12
 	nfs3Readdirplus = 17
 	nfs3Commit      = 21
-	mountMnt        = 1
 	fattr3Len       = 84
 	fileSync        = 2
 )
@@ -45,17 +45,7 @@ func (e *enc) str(s string) *enc { return e.opaque([]byte(s)) }
 // service, called directly over TCP (MOUNT is not what the tests exercise).
 func mount3(t testing.TB, mountAddr, export string) []byte {
 	t.Helper()
-	rep := tcpCall(t, mountAddr, ulb.ProgMount, 3, mountMnt, new(enc).str(export).b)
-	d := results(t, rep)
-	st, _ := d.Uint32()
-	if st != 0 {
-		t.Fatalf("MNT %s: status %d", export, st)
-	}
-	fh, err := d.Opaque(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), fh...)
+	return nfstest.MountRoot(t, context.Background(), mountAddr, export)
 }
 
 // nfs3 is an NFSv3 client over the gateway.

@@ -144,12 +144,11 @@ func TestBatchLocalErrorMidChain(t *testing.T) {
 
 // A Send whose writev failed was not handed to TCP: it completes flushed,
 // not successfully, whether completions wait for placement or come on
-// transmit, and whoever wrote it (the tx goroutine or, inline, PostSend;
-// CompleteOnTransmit never writes inline).
+// transmit, and whoever wrote it (the tx goroutine or, inline, PostSend).
 // The write fails at once (a write deadline in the past), the receive side
 // untouched.
 func TestFailedWriteNotCompleted(t *testing.T) {
-	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {TxMode: TxGoroutine}, {TxMode: TxGreedy}} {
+	for _, cfg := range []Config{{}, {CompleteOnTransmit: true}, {CompleteOnTransmit: true, TxMode: TxGoroutine}, {TxMode: TxGoroutine}, {TxMode: TxGreedy}} {
 		t.Run(fmt.Sprintf("onTransmit=%v,tx=%v", cfg.CompleteOnTransmit, cfg.TxMode), func(t *testing.T) {
 			cli, srv := pair(t, cfg, "")
 			cc := cli.conn.(*conn)

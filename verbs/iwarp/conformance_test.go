@@ -46,3 +46,19 @@ func TestConformanceGoroutine(t *testing.T) {
 func BenchmarkRDMA(b *testing.B) {
 	verbstest.Bench(b, verbstest.Factory{Provider: New(Config{})})
 }
+
+// TestConformanceCompleteOnTransmit runs the suite with
+// Config.CompleteOnTransmit: on the dialing side against a default
+// listener (the quirk as the suite describes it, Linux siw's behaviour)
+// and on both sides. Sends and Writes are written inline when the
+// connection is idle (TxIdleInline) and complete there.
+func TestConformanceCompleteOnTransmit(t *testing.T) {
+	cot := New(Config{CompleteOnTransmit: true})
+	q := verbstest.Quirks{NoRNRRetry: true, CompleteOnTransmit: true}
+	t.Run("dialer", func(t *testing.T) {
+		verbstest.Run(t, verbstest.Factory{Provider: New(Config{}), Peer: cot, Quirks: q})
+	})
+	t.Run("both", func(t *testing.T) {
+		verbstest.Run(t, verbstest.Factory{Provider: cot, Quirks: q})
+	})
+}

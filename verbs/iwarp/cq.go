@@ -98,6 +98,29 @@ func (c *cq) wake() {
 	}
 }
 
+// tryPush is push for a caller that must not wait (PostSend writing
+// inline): it adds all of wcs and wakes Wait, or, if the ring has no room
+// for all of them, adds none and returns false.
+func (c *cq) tryPush(wcs []verbs.WC) bool {
+	c.mu.Lock()
+	for c.n+len(wcs) > len(c.ring) && !c.closed {
+		if !c.grow() {
+			c.mu.Unlock()
+			return false
+		}
+	}
+	for i := range wcs {
+		if c.closed {
+			break // discarded, as push does
+		}
+		c.ring[(c.head+c.n)%len(c.ring)] = wcs[i]
+		c.n++
+	}
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
 // add appends completions in order, waiting for room as needed (after
 // waking the consumer, whose wake-up a pushLater may still owe); false if
 // the CQ was closed.

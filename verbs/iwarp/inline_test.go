@@ -223,7 +223,9 @@ func oneAtATime(t *testing.T, cli, srv *side, n int) {
 			t.Fatal(err)
 		}
 		expectStatus(t, wait(t, cli.scq), verbs.OpRDMAWrite, verbs.StatusSuccess)
-		sameBytes(t, remote.Bytes(), local.Bytes()[:size])
+		if !cli.conn.(*conn).completeTx { // else placed once the Read below completes
+			sameBytes(t, remote.Bytes(), local.Bytes()[:size])
+		}
 		r := verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMARead, Signal: true,
 			SGL:        []verbs.SGE{{Buf: local.Bytes()[size:], LKey: local.LKey()}},
 			RemoteAddr: remote.Addr(), RKey: remote.RKey()}
@@ -232,6 +234,7 @@ func oneAtATime(t *testing.T, cli, srv *side, n int) {
 		}
 		expectStatus(t, wait(t, cli.scq), verbs.OpRDMARead, verbs.StatusSuccess)
 		sameBytes(t, local.Bytes()[size:], remote.Bytes())
+		sameBytes(t, remote.Bytes(), local.Bytes()[:size])
 		if err := srv.conn.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: rbuf.Bytes(), LKey: rbuf.LKey()}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -252,8 +255,18 @@ func oneAtATime(t *testing.T, cli, srv *side, n int) {
 // would) while the client, quiescent, posts a Write larger than the
 // socket buffers; PostSend returns, the goroutine writes the rest once
 // the server reads again, the data arrives whole.
+//
+// With CompleteOnTransmit the Write completes only once the goroutine has
+// handed its last byte to TCP: nothing is on the send CQ when PostSend
+// returns.
 func TestInlinePartialWrite(t *testing.T) {
-	cli, srv := pair(t, Config{TxMode: TxGreedy}, "")
+	for _, cfg := range []Config{{TxMode: TxGreedy}, {TxMode: TxGreedy, CompleteOnTransmit: true}} {
+		t.Run(fmt.Sprintf("onTransmit=%v", cfg.CompleteOnTransmit), func(t *testing.T) { inlinePartialWrite(t, cfg) })
+	}
+}
+
+func inlinePartialWrite(t *testing.T, cfg Config) {
+	cli, srv := pair(t, cfg, "")
 	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
 	if err := cc.tc.SetWriteBuffer(64 << 10); err != nil {
 		t.Fatal(err)
@@ -277,7 +290,12 @@ func TestInlinePartialWrite(t *testing.T) {
 	}
 	// PostSend returned although the server reads nothing.
 	d := cc.tx.handoffs.Load() - handoffs
+	var early [1]verbs.WC
+	n := cli.scq.Poll(early[:])
 	held.use.Unlock()
+	if n != 0 {
+		t.Fatalf("completion %+v while the socket had taken part of the Write", early[0])
+	}
 	if d != 1 {
 		t.Fatalf("%d inline rounds handed to the goroutine, want 1 (the socket cannot take %d bytes)", d, size)
 	}
@@ -286,5 +304,106 @@ func TestInlinePartialWrite(t *testing.T) {
 	if wc.ID != 9 || wc.ByteLen != size {
 		t.Fatalf("completion %+v, want ID 9 of %d bytes", wc, size)
 	}
+	placed(t, cli, remote)
 	sameBytes(t, remote.Bytes(), local.Bytes())
+}
+
+// With CompleteOnTransmit one message at a time is written inline and
+// completes inside PostSend, in posting order, with no wake-up of either
+// tx goroutine: the client's chain of three Writes and each Write, Read
+// and Send of oneAtATime; the server answers the Reads from its receive
+// goroutine. (The tx goroutine completed every Send and Write on transmit
+// before: a wake-up per message.)
+func TestInlineCompleteOnTransmit(t *testing.T) {
+	cli, srv := pair(t, Config{CompleteOnTransmit: true}, "")
+	cc, sc := cli.conn.(*conn), srv.conn.(*conn)
+	const n = 20
+	waitParked(t, cc)
+	waitParked(t, sc)
+	goCli, goSrv := cc.tx.goRounds.Load(), sc.tx.goRounds.Load()
+	inCli, inSrv := cc.tx.inlineRounds.Load(), sc.tx.inlineRounds.Load()
+	kCli, kSrv := cc.tx.kicks.Load(), sc.tx.kicks.Load()
+	remote := srv.mem(t, 3<<10, allAccess)
+	local := cli.mem(t, 3<<10, allAccess)
+	fill(local.Bytes(), 0x5e)
+	var chain [3]verbs.SendWR
+	for i := range chain {
+		chain[i] = verbs.SendWR{ID: uint64(10 + i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[i<<10 : (i+1)<<10], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr() + uint64(i<<10), RKey: remote.RKey()}
+		if i > 0 {
+			chain[i-1].Next = &chain[i]
+		}
+	}
+	if err := cli.conn.PostSend(&chain[0]); err != nil {
+		t.Fatal(err)
+	}
+	var wcs [4]verbs.WC
+	if k := cli.scq.Poll(wcs[:]); k != 3 || wcs[0].ID != 10 || wcs[1].ID != 11 || wcs[2].ID != 12 {
+		t.Fatalf("right after PostSend of 3 Writes the send CQ holds %v, want ids 10, 11, 12 in order", wcs[:k])
+	}
+	placed(t, cli, remote)
+	sameBytes(t, remote.Bytes()[:3<<10], local.Bytes()[:3<<10])
+	oneAtATime(t, cli, srv, n)
+	waitParked(t, cc)
+	waitParked(t, sc)
+	gc, gs := cc.tx.goRounds.Load()-goCli, sc.tx.goRounds.Load()-goSrv
+	ic, is := cc.tx.inlineRounds.Load()-inCli, sc.tx.inlineRounds.Load()-inSrv
+	kc, ks := cc.tx.kicks.Load()-kCli, sc.tx.kicks.Load()-kSrv
+	if gc != 0 || gs != 0 || kc != 0 || ks != 0 || ic < 3*n+2 || is < n+1 {
+		t.Errorf("%d messages one at a time: client %d goroutine + %d inline rounds, %d wake-ups; server %d + %d, %d; want 0 goroutine rounds and wake-ups, each inline", 3*n+2, gc, ic, kc, gs, is, ks)
+	}
+}
+
+// placed waits until what cli sent before is placed at the peer: the
+// answer to an RDMA Read of one byte of remote follows it on the stream
+// (RDMAP processes the stream in order). With CompleteOnTransmit a
+// completion says only that the bytes were handed to TCP.
+func placed(t *testing.T, cli *side, remote verbs.MR) {
+	t.Helper()
+	b := cli.mem(t, 1, allAccess)
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 99, Op: verbs.OpRDMARead, Signal: true,
+		SGL:        []verbs.SGE{{Buf: b.Bytes(), LKey: b.LKey()}},
+		RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, wait(t, cli.scq), verbs.OpRDMARead, verbs.StatusSuccess)
+}
+
+// An inline round's completions that find the send CQ full do not make
+// PostSend wait (the caller may be the CQ's only consumer): they go to the
+// tx goroutine, which delivers them, in order, once there is room. Every
+// PostSend here returns although nobody polls until the end.
+func TestInlineCompleteCQFull(t *testing.T) {
+	p := New(Config{CompleteOnTransmit: true})
+	cli, srv := newSide(t, p), newSide(t, p)
+	small, err := cli.dev.CreateCQ(2) // the ring starts at depth: full after 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { small.Close() })
+	cli.scq = small
+	connectSides(t, cli, srv, "")
+	cc := cli.conn.(*conn)
+	remote := srv.mem(t, 64, allAccess)
+	local := cli.mem(t, 64, allAccess)
+	const n = 5
+	for i := range n {
+		if i <= 2 { // the third finds the CQ full; then the goroutine waits for room
+			waitParked(t, cc)
+		}
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
+			RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in := cc.tx.inlineRounds.Load(); in < 3 {
+		t.Errorf("%d of the first 3 Writes went inline", in)
+	}
+	for i := range n {
+		if wc := wait(t, cli.scq); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
+			t.Fatalf("completion %+v, want ID %d success", wc, i)
+		}
+	}
 }

@@ -23,7 +23,9 @@
 //     with StatusRemoteAccess and a Send to a peer without a receive with
 //     StatusRNR, from the Terminate the peer sends. Config.CompleteOnTransmit
 //     turns this off (completions when the bytes are handed to TCP, like
-//     Linux siw; errors then only show as flushed work requests).
+//     Linux siw; errors then only show as flushed work requests): no fence
+//     goes out, and a Send or Write written inline (below) completes
+//     inside PostSend, with no goroutine woken to write or complete it.
 //   - There are no RNR retries: iWARP has none. A Send that finds no
 //     receive posted makes the peer send a Terminate (DDP untagged buffer
 //     error, "no buffer available"); the Send completes with StatusRNR and
@@ -77,7 +79,9 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// CompleteOnTransmit completes Sends and RDMA Writes when they are
 	// written to TCP instead of when their placement is confirmed (see
-	// the package documentation).
+	// the package documentation). An inline round (TxMode) completes what
+	// it wrote before PostSend returns; what it leaves to the transmit
+	// goroutine completes when the goroutine has written it.
 	CompleteOnTransmit bool
 	// TxMode says who writes a connection's queued work to TCP: by
 	// default (TxIdleInline) the caller when the connection is idle, else

@@ -118,7 +118,11 @@ type conn struct {
 	termSent  bool
 	rtrSeen   bool
 
-	txBusy bool   // a caller is transmitting inline (txinline.go)
+	txBusy bool // a caller is transmitting inline (txinline.go)
+	// wcOwed: an inline round's completions (CompleteOnTransmit) found
+	// cqMu or the send CQ's room taken; they wait in wcTmp (or in the
+	// queue, retired by the next complete) for the tx goroutine.
+	wcOwed atomic.Bool
 	postN  uint64 // entries the PostSend now in startTx added (mayInline)
 	// pipelined counts down the posts that still go to the tx goroutine
 	// after one found the connection pipelined (txinline.go).
@@ -403,6 +407,32 @@ func (c *conn) complete(later bool) {
 	c.retireLocked()
 	c.mu.Unlock()
 	c.deliver(later)
+	c.cqMu.Unlock()
+}
+
+// completeInline completes, for a caller that wrote a round inline and
+// must not wait (PostSend; rx), the entries it handed to TCP without
+// placement proof (CompleteOnTransmit), in posting order on the send CQ
+// like complete. If cqMu is held (rx or tx completing, perhaps waiting
+// for room) or the CQ has no room, it leaves them to the tx goroutine
+// (wcOwed; startTx kicks it): whatever is retired stays in c.wcTmp, ahead
+// of anything retired later. Caller holds no lock.
+func (c *conn) completeInline() {
+	if !c.cqMu.TryLock() {
+		c.wcOwed.Store(true)
+		return
+	}
+	c.mu.Lock()
+	c.retireLocked()
+	c.mu.Unlock()
+	if len(c.wcTmp) > 0 {
+		if c.scq.tryPush(c.wcTmp) {
+			clear(c.wcTmp)
+			c.wcTmp = c.wcTmp[:0]
+		} else {
+			c.wcOwed.Store(true)
+		}
+	}
 	c.cqMu.Unlock()
 }
 

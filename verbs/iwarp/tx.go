@@ -434,6 +434,9 @@ func (c *conn) txLoop() {
 	}
 	c.tx.sendRTR()
 	for {
+		if c.wcOwed.Swap(false) {
+			c.complete(true) // what an inline round could not deliver
+		}
 		c.settleCQs() // what the last round completed (pushLater)
 		c.mu.Lock()
 		c.txIdle.Store(false) // running: no caller may take over (txinline.go)
@@ -671,8 +674,12 @@ func (c *conn) markWritten(from, to uint64) {
 		}
 	}
 	c.mu.Unlock()
-	if !c.fence {
-		c.complete(c.tx.onLoop)
+	switch {
+	case c.fence:
+	case c.tx.onLoop:
+		c.complete(true)
+	default:
+		c.completeInline() // an inline round (txinline.go)
 	}
 }
 

@@ -16,7 +16,11 @@ import (
 // caller's own time slice. Otherwise it kicks the tx goroutine. What the
 // socket does not take at once, the goroutine finishes (it is kicked and
 // picks the round up from txState.pending), so a caller never waits for
-// the peer: PostSend and rx stay non-blocking.
+// the peer: PostSend and rx stay non-blocking. With CompleteOnTransmit
+// the caller also completes the Sends and Writes its round handed to TCP
+// in full (markWritten, conn.completeInline), in order on the send CQ,
+// without waiting: if the CQ lock or room is not free at once they are
+// left to the goroutine (conn.wcOwed), which startTx kicks.
 //
 // Ownership of txState and of the socket's write side: the tx goroutine
 // while it runs; otherwise the caller that set c.txBusy (under c.mu, only
@@ -76,7 +80,7 @@ func (c *conn) startTx(post bool) {
 	}
 	c.transmitInline(rounds)
 	c.txBusy = false
-	more := c.state != stateLive || c.tx.pending != pendingNone || c.txWork()
+	more := c.state != stateLive || c.tx.pending != pendingNone || c.txWork() || c.wcOwed.Load()
 	c.mu.Unlock()
 	if more {
 		c.kick()
@@ -111,7 +115,7 @@ const pipelineMemory = 8
 // With TxGreedy PostSend writes inline whenever the connection is
 // quiescent and rx whenever the goroutine is parked. Caller holds c.mu.
 func (c *conn) mayInline(post bool) bool {
-	if c.txMode == TxGoroutine || c.state != stateLive || !c.rtrSeen || !c.fence || c.tx.pending != pendingNone {
+	if c.txMode == TxGoroutine || c.state != stateLive || !c.rtrSeen || c.tx.pending != pendingNone {
 		return false
 	}
 	idle, quiescent := c.txIdle.Load(), c.orqHead == c.orqTail

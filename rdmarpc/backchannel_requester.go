@@ -182,31 +182,12 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 		b.met.BackwardError("closed")
 		return err
 	}
-	c.mu.Lock()
-	if c.isDead() || len(b.free) == 0 {
-		dead := c.isDead()
-		c.mu.Unlock()
-		if dead {
-			b.met.BackwardError("closed")
-			return c.Err()
-		}
-		// More replies than credits cannot be: active bounds them.
-		b.met.BackwardError("no_credit")
-		c.bcUncountLocked()
-		return ErrBackchannelCredit
+	s, err := c.bcTakeSend()
+	if err != nil {
+		return err
 	}
-	s := b.free[len(b.free)-1]
-	b.free = b.free[:len(b.free)-1]
-	s.pending = true
-	c.sendsOut++
-	c.mu.Unlock()
 	fail := func(err error) error {
-		c.mu.Lock()
-		c.bcUncountLocked()
-		s.pending = false
-		c.sendsOut--
-		b.free = append(b.free, s)
-		c.mu.Unlock()
+		c.bcReturnSend(s)
 		return err
 	}
 	if s.buf == nil {
@@ -233,6 +214,42 @@ func (c *RequesterConn) sendBackwardReply(reply []byte) error {
 	}
 	b.met.BackwardReply(len(reply))
 	return nil
+}
+
+// bcTakeSend takes a free backward-reply Send slot for a reply counted
+// by bcCreditV2 (uncounting it if there is none).
+func (c *RequesterConn) bcTakeSend() (*bcSend, error) {
+	b := c.bc
+	c.mu.Lock()
+	if c.isDead() {
+		c.mu.Unlock()
+		b.met.BackwardError("closed")
+		return nil, c.Err()
+	}
+	if len(b.free) == 0 {
+		// More replies than credits cannot be: active bounds them.
+		b.met.BackwardError("no_credit")
+		c.bcUncountLocked()
+		c.mu.Unlock()
+		return nil, ErrBackchannelCredit
+	}
+	s := b.free[len(b.free)-1]
+	b.free = b.free[:len(b.free)-1]
+	s.pending = true
+	c.sendsOut++
+	c.mu.Unlock()
+	return s, nil
+}
+
+// bcReturnSend gives back a slot bcTakeSend took for a reply that was
+// not posted.
+func (c *RequesterConn) bcReturnSend(s *bcSend) {
+	c.mu.Lock()
+	c.bcUncountLocked()
+	s.pending = false
+	c.sendsOut--
+	c.bc.free = append(c.bc.free, s)
+	c.mu.Unlock()
 }
 
 // bcSendDone retires a backward reply's Send. Loop goroutine.

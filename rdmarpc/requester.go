@@ -660,52 +660,13 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 	idx := int(wc.ID & wrIndexMask)
 	switch wc.ID & wrKindMask {
 	case wrRecv:
-		if idx >= len(c.recvs) {
-			return
-		}
-		r := &c.recvs[idx]
-		c.mu.Lock()
-		r.posted = false
-		c.nposted--
-		c.mu.Unlock()
-		if wc.Status != verbs.StatusSuccess {
-			c.wcFailed(wc)
-			c.mu.Lock()
-			c.repostLocked(r)
-			c.mu.Unlock()
-			return
-		}
-		var inv uint32
-		if wc.Invalidated {
-			inv = wc.InvalidatedRKey
-		}
-		if c.vers == V2Version {
-			c.replyV2(r, wc.ByteLen, inv)
-		} else {
-			c.reply(r, wc.ByteLen, inv)
+		if idx < len(c.recvs) {
+			c.recvDone(&c.recvs[idx], wc)
 		}
 	case wrSend:
-		if idx >= len(c.reqs) {
-			return
+		if idx < len(c.reqs) {
+			c.sendDone(&c.reqs[idx], wc)
 		}
-		if wc.Status != verbs.StatusSuccess {
-			c.wcFailed(wc)
-		}
-		x := &c.reqs[idx]
-		c.mu.Lock()
-		x.sendPending = false
-		c.sendsOut--
-		if x.state == reqFree && !x.holdsCredit {
-			c.free = append(c.free, x)
-			if c.isDead() && x.sendBuf != nil {
-				x.sendBuf.Release()
-				x.sendBuf = nil
-			}
-			c.mu.Unlock()
-			c.signalCredit()
-			return
-		}
-		c.mu.Unlock()
 	case wrBCSend:
 		c.bcSendDone(wc)
 	case wrContSend:
@@ -720,6 +681,53 @@ func (c *RequesterConn) completion(wc *verbs.WC) {
 		c.ctlDoneLocked(idx)
 		c.mu.Unlock()
 	}
+}
+
+// recvDone takes a Receive's completion: a reply to decode, or a failed
+// Receive to post again. Loop goroutine.
+func (c *RequesterConn) recvDone(r *rrecv, wc *verbs.WC) {
+	c.mu.Lock()
+	r.posted = false
+	c.nposted--
+	c.mu.Unlock()
+	if wc.Status != verbs.StatusSuccess {
+		c.wcFailed(wc)
+		c.mu.Lock()
+		c.repostLocked(r)
+		c.mu.Unlock()
+		return
+	}
+	var inv uint32
+	if wc.Invalidated {
+		inv = wc.InvalidatedRKey
+	}
+	if c.vers == V2Version {
+		c.replyV2(r, wc.ByteLen, inv)
+	} else {
+		c.reply(r, wc.ByteLen, inv)
+	}
+}
+
+// sendDone retires a call's Send; a request already finished with no
+// credit held goes back on the free list. Loop goroutine.
+func (c *RequesterConn) sendDone(x *reqCtxt, wc *verbs.WC) {
+	if wc.Status != verbs.StatusSuccess {
+		c.wcFailed(wc)
+	}
+	c.mu.Lock()
+	x.sendPending = false
+	c.sendsOut--
+	if x.state == reqFree && !x.holdsCredit {
+		c.free = append(c.free, x)
+		if c.isDead() && x.sendBuf != nil {
+			x.sendBuf.Release()
+			x.sendBuf = nil
+		}
+		c.mu.Unlock()
+		c.signalCredit()
+		return
+	}
+	c.mu.Unlock()
 }
 
 // drain fails every call still waiting, waits for the queue pair, and

@@ -65,7 +65,13 @@ func (c *RequesterConn) reasmV2(r *rrecv, h *V2Header, payload []byte) bool {
 		c.v2met.V2Discarded()
 		return true
 	}
-	// ContReject.
+	c.reasmRejected(r, h, &st) // ContReject
+	return true
+}
+
+// reasmRejected answers a fragment the reassembler refused: an ERR_MSG
+// to the peer, and the calls whose replies it broke are failed.
+func (c *RequesterConn) reasmRejected(r *rrecv, h *V2Header, st *ContStep) {
 	c.repost(r)
 	c.met.Dropped(DropMalformed)
 	e := st.Err
@@ -86,7 +92,6 @@ func (c *RequesterConn) reasmV2(r *rrecv, h *V2Header, payload []byte) bool {
 	if h.HType.IsReply() {
 		c.failXID(e.XID, e)
 	}
-	return true
 }
 
 // Continued calls. A call whose Payload stream, reduced by its data item

@@ -157,7 +157,23 @@ type RDMAConfig struct {
 	// (Linux siw asks only with mpa_crc_required). An administrative
 	// choice for fabrics whose links already protect the data.
 	MPACRC bool `yaml:"mpa_crc"`
+	// SendCompletion (the pure-Go iwarp provider, both modes): when the
+	// gateway's Sends and RDMA Writes complete. "placement" (a zero-length
+	// RDMA Read after each burst proves them placed, as an InfiniBand ACK
+	// does) or "transmit" (when handed to TCP, as Linux siw does:
+	// iwarp.Config.CompleteOnTransmit). DefaultSendCompletion is the
+	// default; with ibverbs the device decides.
+	SendCompletion string `yaml:"send_completion"`
 }
+
+// The rdma.send_completion values.
+const (
+	SendCompletionPlacement = "placement"
+	SendCompletionTransmit  = "transmit"
+	// DefaultSendCompletion: see configs/forward.yaml and the README
+	// ("Send completions") for the measurements behind it.
+	DefaultSendCompletion = SendCompletionPlacement
+)
 
 // LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.
 type LimitsConfig struct {
@@ -292,6 +308,7 @@ func defaultRDMAConfig() RDMAConfig {
 		MaxReadsOutstanding: DefaultReadsInFlight,
 		Versions:            slices.Clone(DefaultVersions),
 		MPACRC:              true,
+		SendCompletion:      DefaultSendCompletion,
 		Limits: LimitsConfig{
 			MaxReadSegments:     lim.MaxReadSegments,
 			MaxReadChunks:       lim.MaxReadChunks,

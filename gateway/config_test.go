@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
 // The shipped example documents the defaults: loading it must give
@@ -157,6 +159,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"reads", "rdma:\n  max_reads_outstanding: 0\n", "rdma.max_reads_outstanding", "between"},
 		{"mpa crc ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
 		{"mpa crc reverse ibverbs", "mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
+		{"send completion", "rdma:\n  send_completion: ack\n", "rdma.send_completion", `must be "placement" or "transmit"`},
+		{"send completion ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  send_completion: transmit\n", "rdma.send_completion", "iwarp provider only"},
+		{"send completion reverse ibverbs", "mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  send_completion: transmit\n", "rdma.send_completion", "iwarp provider only"},
 		// RFC 8267 §6.4.2's floors, one below each and the old zeroes.
 		{"limit segs", "rdma:\n  limits:\n    max_read_segments: 0\n", "rdma.limits.max_read_segments", "at least 32"},
 		{"limit segs 31", "rdma:\n  limits:\n    max_read_segments: 31\n", "rdma.limits.max_read_segments", "RFC 8267 §6.4.2"},
@@ -309,5 +314,28 @@ func TestParseConfigAuxRelayErrors(t *testing.T) {
 	// An unknown key inside the section is refused with its name.
 	if _, err := ParseConfig([]byte("aux_relay: {enabled: true, mnt_port: 635}")); err == nil || !strings.Contains(err.Error(), "mnt_port") {
 		t.Errorf("unknown aux_relay field: %v", err)
+	}
+}
+
+// rdma.mpa_crc and rdma.send_completion choose the pure-Go provider's
+// configuration; the defaults leave it at the registered provider's.
+func TestIWARPConfig(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want iwarp.Config
+	}{
+		{"", iwarp.Config{}},
+		{"rdma:\n  send_completion: placement\n", iwarp.Config{}},
+		{"rdma:\n  send_completion: transmit\n", iwarp.Config{CompleteOnTransmit: true}},
+		{"rdma:\n  mpa_crc: false\n  send_completion: transmit\n", iwarp.Config{DisableCRC: true, CompleteOnTransmit: true}},
+		{"listen:\n  provider: ibverbs\nrdma:\n  send_completion: placement\n", iwarp.Config{}},
+	} {
+		cfg, err := ParseConfig([]byte(c.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		if got := cfg.RDMA.IWARPConfig(); got != c.want {
+			t.Errorf("%q: iwarp config %+v, want %+v", c.yaml, got, c.want)
+		}
 	}
 }

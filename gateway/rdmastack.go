@@ -21,8 +21,9 @@ type RDMAStack struct {
 	Pool *rdmarpc.Pool
 }
 
-// Open opens provider's device for addr (the iwarp provider without MPA
-// CRCs when rdma.mpa_crc is off), allocates the protection domain
+// Open opens provider's device for addr (the iwarp provider as
+// RDMAConfig.IWARPConfig says: rdma.mpa_crc, rdma.send_completion),
+// allocates the protection domain
 // and the pool (sized by cfg.Pool) and exports the pool's gauges. field
 // names the provider's config field for errors. On failure what was
 // opened stays set, for close.
@@ -31,8 +32,8 @@ func (s *RDMAStack) Open(cfg *Config, field, provider, addr string, met *Metrics
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
 	}
-	if provider == "iwarp" && !cfg.RDMA.MPACRC {
-		prov = iwarp.New(iwarp.Config{DisableCRC: true})
+	if ic := cfg.RDMA.IWARPConfig(); provider == "iwarp" && ic != (iwarp.Config{}) {
+		prov = iwarp.New(ic)
 	}
 	if s.Dev, err = prov.Open(addr); err != nil {
 		return fmt.Errorf("open %s device for %s: %w", provider, addr, err)
@@ -84,4 +85,12 @@ func CloseGateway(ln io.Closer, ms *MetricsServer, wait func(), rdma *RDMAStack)
 	wait()
 	errs = append(errs, rdma.Close()...)
 	return errors.Join(errs...)
+}
+
+// IWARPConfig is the pure-Go iwarp provider's configuration the rdma
+// section asks for: no MPA CRCs asked (mpa_crc: false), completion on
+// transmit (send_completion: transmit). The zero value is the provider's
+// registered default.
+func (r *RDMAConfig) IWARPConfig() iwarp.Config {
+	return iwarp.Config{DisableCRC: !r.MPACRC, CompleteOnTransmit: r.SendCompletion == SendCompletionTransmit}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
 func init() {
@@ -46,6 +47,8 @@ type benchOptions struct {
 	gatewayMetrics string        // the gateway's metrics.listen, for -cpuprofile
 	burn           int           // CPU burner processes beside the run
 	crc            bool          // MPA CRCs asked for on the RDMA side (client, spawned gateways)
+	clientCompl    string        // -client-completion: the bench client's Send completion (rdma.send_completion's values)
+	gatewayCompl   string        // -send-completion: the spawned gateways' rdma.send_completion ("": their default)
 	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string        // where the gateway's CPU profile goes
 	profileOp      string        // the workload profiled
@@ -82,6 +85,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	if err := o.checkExtras(); err != nil {
 		return nil, err
 	}
+	if err := o.checkCompletion(); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -109,6 +115,8 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
+	fs.StringVar(&o.clientCompl, "client-completion", benchClientCompletion, "when the bench client's pure-Go provider completes its Sends: transmit (on handing them to TCP, with no zero-length RDMA Read after them, as a Linux siw client does) or placement (after such a Read proves them placed, the provider's default)")
+	fs.StringVar(&o.gatewayCompl, "send-completion", "", "with -spawn-gateway: the gateways' rdma.send_completion (transmit or placement; empty: the gateway's default)")
 	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS[:WORKERS],... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS, WORKERS (epoll) its threads if fewer than PROCS")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
@@ -485,9 +493,7 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 		if n >= 0 {
 			extra = runtimeProcsConfig(n)
 		}
-		if !o.crc {
-			extra += "rdma:\n  mpa_crc: false\n"
-		}
+		extra += o.gatewayRDMAConfig()
 		if len(procs) > 1 {
 			path = fmt.Sprintf("gateway-p%d", n)
 		}
@@ -555,7 +561,7 @@ func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*b
 		}
 	}
 	for i, g := range gws {
-		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)), o.crc)
+		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)), o.clientIWARP())
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("connect to the gateway %s: %w", g.Addr, err)
@@ -620,4 +626,41 @@ func fillBenchFile(ctx context.Context, t benchTarget, size int64) error {
 	default:
 		return nil
 	}
+}
+
+// checkCompletion checks -client-completion and -send-completion.
+func (o *benchOptions) checkCompletion() error {
+	switch {
+	case o.clientCompl != gateway.SendCompletionTransmit && o.clientCompl != gateway.SendCompletionPlacement:
+		return fmt.Errorf("-client-completion %q: want transmit or placement", o.clientCompl)
+	case o.gatewayCompl != "" && !o.spawnGateway:
+		return errors.New("-send-completion: with -spawn-gateway (a -gateway of yours has its own rdma.send_completion)")
+	}
+	return nil
+}
+
+// benchClientCompletion is -client-completion's default: see the README
+// ("Send completions") for why.
+const benchClientCompletion = gateway.SendCompletionPlacement
+
+// clientIWARP is the bench client's pure-Go provider configuration
+// (-crc, -client-completion).
+func (o *benchOptions) clientIWARP() iwarp.Config {
+	return iwarp.Config{DisableCRC: !o.crc, CompleteOnTransmit: o.clientCompl == gateway.SendCompletionTransmit}
+}
+
+// gatewayRDMAConfig is the rdma section -crc and -send-completion give
+// the spawned gateways ("" if they keep the defaults).
+func (o *benchOptions) gatewayRDMAConfig() string {
+	s := ""
+	if !o.crc {
+		s += "  mpa_crc: false\n"
+	}
+	if o.gatewayCompl != "" {
+		s += "  send_completion: " + o.gatewayCompl + "\n"
+	}
+	if s == "" {
+		return ""
+	}
+	return "rdma:\n" + s
 }

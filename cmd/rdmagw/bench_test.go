@@ -99,6 +99,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-vers", "2"},
 		{"bench", "-embedded", "-gateway-procs", "1"},
 		{"bench", "-embedded", "-crc=false"},
+		{"bench", "-embedded", "-client-completion", "ack"},
+		{"bench", "-embedded", "-send-completion", "transmit"},
 		{"bench", "-embedded", "-anchors", "netpoll:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-anchors", "splice:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},

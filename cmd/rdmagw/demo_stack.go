@@ -83,19 +83,20 @@ func startMemServer(log hclog.Logger) (*nfsmem.Server, string, error) {
 }
 
 // rdmaClient is an NFS client transport over RPC-over-RDMA on its own
-// pure-Go iWARP device, asking for MPA CRCs or (crc false) for none.
+// pure-Go iWARP device configured by dialRDMAClient's cfg (the zero
+// value: the provider's registered default).
 type rdmaClient struct {
 	*nfsclient.RDMA
 	dev verbs.Device
 }
 
-func dialRDMAClient(ctx context.Context, addr string, credits int, crc bool) (*rdmaClient, error) {
+func dialRDMAClient(ctx context.Context, addr string, credits int, cfg iwarp.Config) (*rdmaClient, error) {
 	p, err := verbs.Lookup("iwarp")
 	if err != nil {
 		return nil, err
 	}
-	if !crc {
-		p = iwarp.New(iwarp.Config{DisableCRC: true})
+	if cfg != (iwarp.Config{}) {
+		p = iwarp.New(cfg)
 	}
 	dev, err := p.Open("127.0.0.1")
 	if err != nil {

@@ -94,7 +94,8 @@ func (r *Gateway) open() error {
 	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
 		"provider", cfg.Backend.Provider, "device", r.rdma.Dev.Info().Name, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
-		"ping_interval", cfg.Reverse.PingInterval, "mpa_crc", cfg.RDMA.MPACRC, "metrics", metricsURL)
+		"ping_interval", cfg.Reverse.PingInterval, "mpa_crc", cfg.RDMA.MPACRC, "send_completion", cfg.RDMA.SendCompletion,
+		"metrics", metricsURL)
 	return nil
 }
 

@@ -98,6 +98,14 @@ func (c *cq) wake() {
 	}
 }
 
+// unpolled reports whether completions wait for the consumer.
+func (c *cq) unpolled() bool {
+	c.mu.Lock()
+	n := c.n
+	c.mu.Unlock()
+	return n > 0
+}
+
 // tryPush is push for a caller that must not wait (PostSend writing
 // inline): it adds all of wcs and wakes Wait, or, if the ring has no room
 // for all of them, adds none and returns false.

@@ -388,22 +388,49 @@ func TestInlineCompleteCQFull(t *testing.T) {
 	remote := srv.mem(t, 64, allAccess)
 	local := cli.mem(t, 64, allAccess)
 	const n = 5
-	for i := range n {
-		if i <= 2 { // the third finds the CQ full; then the goroutine waits for room
-			waitParked(t, cc)
-		}
-		if err := cli.conn.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
+	var wrs [n]verbs.SendWR
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
 			SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
-			RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+			RemoteAddr: remote.Addr(), RKey: remote.RKey()}
+	}
+	// A chain of 3 on an idle connection goes inline and its 3
+	// completions do not fit; then 2 more while the goroutine waits for
+	// room.
+	wrs[0].Next, wrs[1].Next = &wrs[1], &wrs[2]
+	waitParked(t, cc)
+	for _, i := range []int{0, 3, 4} {
+		if err := cli.conn.PostSend(&wrs[i]); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if in := cc.tx.inlineRounds.Load(); in < 3 {
-		t.Errorf("%d of the first 3 Writes went inline", in)
+		if i == 0 && cc.tx.inlineRounds.Load() != 1 {
+			t.Errorf("the chain of 3 Writes on an idle connection did not go inline")
+		}
 	}
 	for i := range n {
 		if wc := wait(t, cli.scq); wc.ID != uint64(i) || wc.Status != verbs.StatusSuccess {
 			t.Fatalf("completion %+v, want ID %d success", wc, i)
 		}
+	}
+}
+
+// Without fences (CompleteOnTransmit) a post that finds completions its
+// consumer has not polled yet marks the connection pipelined (several in
+// flight: the goroutine batches); with the send CQ polled it goes inline.
+func TestCoTPostBehindUnpolledPipelined(t *testing.T) {
+	cli, _ := pair(t, Config{CompleteOnTransmit: true}, "")
+	c := cli.conn.(*conn)
+	waitParked(t, c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sqTail++ // the one entry the PostSend now in startTx added
+	c.postN = 1
+	defer func() { c.sqTail--; c.pipelined = 0 }()
+	if !c.mayInline(true) || c.pipelined != 0 {
+		t.Fatalf("post on an idle connection, send CQ empty: inline %v, pipelined %d; want inline", c.mayInline(true), c.pipelined)
+	}
+	c.scq.push1(&verbs.WC{ID: 1})
+	if c.mayInline(true) || c.pipelined != pipelineMemory {
+		t.Errorf("post with a completion unpolled: pipelined %d, want %d (and not inline)", c.pipelined, pipelineMemory)
 	}
 }

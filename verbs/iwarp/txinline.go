@@ -107,7 +107,11 @@ const pipelineMemory = 8
 // marks nothing: the post joins its round, and one call at a time stays
 // inline. One call at a time (each PostSend finding the connection
 // quiescent) then costs no goroutine wake-up on either side, while
-// several in flight keep their batching. rx writes only its Read
+// several in flight keep their batching. Without fences
+// (CompleteOnTransmit) no Read awaits an answer, so a post that finds
+// completions on the send CQ its consumer has not polled yet marks the
+// connection pipelined instead (the consumer is behind: several in
+// flight). rx writes only its Read
 // Responses, when the send queue holds nothing unsent: work posted by
 // others is the goroutine's, so rx goes back to reading instead of
 // carrying the engine's batches.
@@ -122,7 +126,7 @@ func (c *conn) mayInline(post bool) bool {
 	if c.txMode == TxGreedy {
 		return idle && (quiescent || !post)
 	}
-	if post && (!quiescent || !idle && c.sqSent+c.postN < c.sqTail) {
+	if post && (!quiescent || !idle && c.sqSent+c.postN < c.sqTail || !c.fence && c.scq.unpolled()) {
 		c.pipelined = pipelineMemory
 		return false
 	}

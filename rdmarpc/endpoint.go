@@ -194,6 +194,10 @@ type endpoint struct {
 	consumer  sync.Mutex
 	directOff bool
 	wcs       [wcBatch]verbs.WC
+
+	// settler is the CQ when the endpoint settles after its posts
+	// (settlePosts, verbs.PostSettledCQ); set before the first post.
+	settler verbs.PostSettledCQ
 }
 
 // engine is what each side plugs into the endpoint's completion loop.
@@ -375,6 +379,9 @@ func (e *endpoint) run(ctx context.Context, eng engine) {
 	}()
 	if d, ok := e.cq.(verbs.DirectCQ); ok {
 		d.SetDirect(func() bool { return e.direct(eng) })
+		if e.settler != nil {
+			e.settler.SettlePosts(true)
+		}
 		defer e.stopDirect(d)
 	}
 	for {
@@ -439,10 +446,42 @@ func (e *endpoint) direct(eng engine) bool {
 // finishes first, and none after it dispatches (the drain is run's
 // goroutine's).
 func (e *endpoint) stopDirect(d verbs.DirectCQ) {
+	if e.settler != nil {
+		e.settler.SettlePosts(false)
+	}
 	d.SetDirect(nil)
 	e.consumer.Lock()
 	e.directOff = true
 	e.consumer.Unlock()
+}
+
+// settlePosts makes the endpoint settle after its posts when its CQ can
+// take that promise (verbs.PostSettledCQ): a Send the provider completes
+// inside PostSend (iwarp with CompleteOnTransmit: a reply written at
+// once) is then consumed by direct on the posting goroutine, where the
+// CQ would otherwise wake run's goroutine on another core for it (the
+// forward gateway at GOMAXPROCS 2, one getattr at a time: 0.94 more
+// parks per call in Wait, cotx.md). Every PostSend of the endpoint must
+// then be followed by settle, with no lock held that the engine takes
+// (the Handler contract says so for Reply). Only the responder promises
+// it: the requester posts under its own lock (postCtlLocked) and keeps
+// the CQ's wake-ups. Call before the first post.
+func (e *endpoint) settlePosts() {
+	e.settler, _ = e.cq.(verbs.PostSettledCQ)
+}
+
+// settle gives the engine the completions the post just made added (see
+// settlePosts): now, consuming them on this goroutine (waking run if
+// the consumer is taken), or, with !now, by waking run, for a poster
+// with more work in hand whose next posts' completions run then takes
+// together, and whose posts meanwhile see the completions unpolled
+// (which the iwarp provider reads as pipelining and batches). Inside
+// the engine (consumer held) either costs that wake-up only when a post
+// completed something, which the engine's own polling then takes.
+func (e *endpoint) settle(now bool) {
+	if e.settler != nil {
+		e.settler.Settle(now)
+	}
 }
 
 // waitCQ parks until the CQ has a completion, ctx ends, or (d > 0) d

@@ -139,6 +139,14 @@ type Handler interface {
 	// closed (RFC 8166 §4.5.4), counted as a no_resources drop. Replies
 	// from other goroutines wait for them. Drop is for calls that must
 	// get no reply (a retransmission still in progress, teardown).
+	//
+	// ServeCall (and ServeBatchDone) may also run inside a Reply made
+	// from another goroutine: on a provider that completes the reply's
+	// Send as it writes it (iwarp with CompleteOnTransmit), the last
+	// outstanding call's Reply takes that completion itself, and with it
+	// any call that arrived meanwhile (endpoint.settlePosts). So a
+	// handler must not hold, while it calls Reply or Drop, a lock that
+	// ServeCall takes.
 	ServeCall(call *Call)
 }
 
@@ -272,6 +280,7 @@ func (c *ResponderConn) setup(req verbs.ConnRequest, dev verbs.Device) error {
 	if c.cq, err = dev.CreateCQ(c.sqDepth + nrecv + 16); err != nil {
 		return fmt.Errorf("rdmarpc: responder: create CQ: %w", err)
 	}
+	c.settlePosts()
 	srq, err := c.setupReceives(nrecv)
 	if err != nil {
 		return err

@@ -484,7 +484,9 @@ func (c *ResponderConn) issueReads() {
 		c.readSGE[0] = b.SGE(call.segOff, l)
 		c.readWR = verbs.SendWR{ID: wrRead | uint64(call.rc.idx), Op: verbs.OpRDMARead, SGL: c.readSGE[:],
 			Signal: true, RemoteAddr: s.Offset, RKey: s.Handle}
-		if err := c.qp.PostSend(&c.readWR); err != nil {
+		err := c.qp.PostSend(&c.readWR)
+		c.settle(false) // inside the engine, whose polling takes them
+		if err != nil {
 			c.sq.put(1)
 			c.postFailed("RDMA Read", err)
 			return

@@ -266,7 +266,8 @@ func (c *ResponderConn) post(s *sendCtxt) error {
 	if c.cfg.ReplyTimeout > 0 {
 		s.posted.Store(time.Now().UnixNano())
 	}
-	if err := c.qp.PostSend(&s.wrs[0]); err != nil {
+	err := c.qp.PostSend(&s.wrs[0])
+	if err != nil {
 		s.posted.Store(0)
 		c.inFlight.Add(-1)
 		c.sq.put(s.slots)
@@ -274,6 +275,7 @@ func (c *ResponderConn) post(s *sendCtxt) error {
 		c.putSend(s)
 		return c.postFailed("reply", err)
 	}
+	c.settle(c.outstanding.Load() == 0) // s may be retired from here on
 	return nil
 }
 

@@ -247,6 +247,7 @@ func (c *ResponderConn) postV2(s *sendCtxt) error {
 		if !last {
 			s.wrs[end-1].Next = next
 		}
+		c.settle(c.outstanding.Load() == 0) // after the last part s may be retired
 		if err != nil {
 			s.posted.Store(0)
 			c.inFlight.Add(-1)

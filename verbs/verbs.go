@@ -237,6 +237,30 @@ type DirectCQ interface {
 	SetDirect(consume func() bool)
 }
 
+// PostSettledCQ is a DirectCQ whose consumer can also take the
+// completions its own Post* calls add. A provider that completes a Send
+// or RDMA Write as it writes it (iwarp with CompleteOnTransmit, as Linux
+// siw does) adds that completion inside PostSend; woken there, the
+// goroutine parked in Wait runs on another core only to take it. With
+// the consumer's promise to Settle after its posts, the provider leaves
+// that wake-up to the poster's Settle, which runs consume on the
+// poster's goroutine.
+type PostSettledCQ interface {
+	DirectCQ
+	// SettlePosts(true) is the consumer's promise: after each Post* on a
+	// connection whose completions come here returns, it calls Settle,
+	// holding no lock consume takes. Inside consume (where consume's own
+	// polling takes what the post added) Settle is harmless. SettlePosts
+	// (false) withdraws the promise and settles what is owed.
+	SettlePosts(on bool)
+	// Settle takes the completions a post left to it: with consume it
+	// runs consume on the calling goroutine (waking Wait if consume
+	// declines); without, it wakes Wait, for a consumer busy with more
+	// work that would rather take several posts' completions at once.
+	// With none left it returns at once.
+	Settle(consume bool)
+}
+
 // SRQ is a shared receive queue: receives posted here serve every Conn
 // created with it.
 type SRQ interface {

@@ -33,6 +33,9 @@ type cq struct {
 	// settled them yet.
 	direct atomic.Pointer[func() bool]
 	owed   atomic.Bool
+	// settles: the direct consumer settles after its own posts
+	// (verbs.PostSettledCQ), so tryPush leaves its wake-up owed.
+	settles atomic.Bool
 }
 
 func (d *device) CreateCQ(depth int) (verbs.CQ, error) {
@@ -91,6 +94,25 @@ func (c *cq) SetDirect(consume func() bool) {
 	c.direct.Store(&consume)
 }
 
+// SettlePosts records the consumer's promise to Settle after its posts
+// (verbs.PostSettledCQ).
+func (c *cq) SettlePosts(on bool) {
+	c.settles.Store(on)
+	if !on {
+		c.settle() // nobody may be left owed a wake-up
+	}
+}
+
+// Settle runs the direct consumer for completions left owed, or wakes
+// Wait if it declines or consume is false (verbs.PostSettledCQ).
+func (c *cq) Settle(consume bool) {
+	if consume {
+		c.settle()
+	} else if c.owed.Load() && c.owed.Swap(false) {
+		c.wake()
+	}
+}
+
 func (c *cq) wake() {
 	select {
 	case c.notify <- struct{}{}:
@@ -108,7 +130,11 @@ func (c *cq) unpolled() bool {
 
 // tryPush is push for a caller that must not wait (PostSend writing
 // inline): it adds all of wcs and wakes Wait, or, if the ring has no room
-// for all of them, adds none and returns false.
+// for all of them, adds none and returns false. With a direct consumer
+// that settles after its posts (SettlePosts) the wake-up is owed
+// instead: the poster's Settle runs the consumer on its own goroutine
+// (or the rx or tx goroutine's next settle does), so a reply's
+// completion does not wake a goroutine parked in Wait on another core.
 func (c *cq) tryPush(wcs []verbs.WC) bool {
 	c.mu.Lock()
 	for c.n+len(wcs) > len(c.ring) && !c.closed {
@@ -125,7 +151,11 @@ func (c *cq) tryPush(wcs []verbs.WC) bool {
 		c.n++
 	}
 	c.mu.Unlock()
-	c.wake()
+	if c.settles.Load() && c.direct.Load() != nil {
+		c.owed.Store(true)
+	} else {
+		c.wake()
+	}
 	return true
 }
 

@@ -96,3 +96,62 @@ func TestDirectCQ(t *testing.T) {
 		t.Fatalf("declined receive %+v (and %d given to the consumer), want ID 9 through Wait", wc, len(recvSink.got))
 	}
 }
+
+// TestSettleAfterPost: with CompleteOnTransmit a Write written inline
+// completes inside PostSend. With a direct consumer that settles after
+// its posts (verbs.PostSettledCQ) that completion wakes no Wait: the
+// poster's Settle(true) hands it to the consumer on the poster's
+// goroutine, and Settle(false) wakes Wait for it instead. Without the
+// promise, PostSend wakes Wait as before.
+func TestSettleAfterPost(t *testing.T) {
+	cli, srv := pair(t, Config{CompleteOnTransmit: true}, "")
+	cc := cli.conn.(*conn)
+	scq := cc.scq
+	sink := newSink(t, scq)
+	local := cli.mem(t, 64, allAccess)
+	remote := srv.mem(t, 64, allAccess)
+	write := func(id uint64) {
+		t.Helper()
+		waitParked(t, cc)
+		if err := cli.conn.PostSend(&verbs.SendWR{ID: id, Op: verbs.OpRDMAWrite, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes(), LKey: local.LKey()}},
+			RemoteAddr: remote.Addr(), RKey: remote.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inline0 := cc.tx.inlineRounds.Load()
+
+	scq.SettlePosts(true)
+	write(1)
+	if len(scq.notify) != 0 || len(sink.got) != 0 || !scq.owed.Load() {
+		t.Fatalf("after PostSend: Wait woken %d, consumer got %d, owed %v; want the completion left to Settle", len(scq.notify), len(sink.got), scq.owed.Load())
+	}
+	scq.Settle(true)
+	if len(sink.got) != 1 || len(scq.notify) != 0 {
+		t.Fatalf("Settle(true): consumer got %d, Wait woken %d; want the completion consumed here", len(sink.got), len(scq.notify))
+	}
+	if wc := <-sink.got; wc.ID != 1 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("completion %+v, want id 1 success", wc)
+	}
+
+	write(2)
+	scq.Settle(false)
+	if len(scq.notify) != 1 || len(sink.got) != 0 {
+		t.Fatalf("Settle(false): Wait woken %d, consumer got %d; want Wait woken", len(scq.notify), len(sink.got))
+	}
+	if wc := wait(t, scq); wc.ID != 2 {
+		t.Fatalf("Wait found %+v, want id 2", wc)
+	}
+
+	scq.SettlePosts(false)
+	write(3)
+	if len(scq.notify) != 1 {
+		t.Fatalf("without the promise PostSend's completion woke Wait %d times, want 1", len(scq.notify))
+	}
+	if wc := wait(t, scq); wc.ID != 3 {
+		t.Fatalf("Wait found %+v, want id 3", wc)
+	}
+	if n := cc.tx.inlineRounds.Load() - inline0; n != 3 {
+		t.Errorf("%d of 3 Writes on an idle connection went inline", n)
+	}
+}

@@ -161,8 +161,8 @@ type RDMAConfig struct {
 	// gateway's Sends and RDMA Writes complete. "placement" (a zero-length
 	// RDMA Read after each burst proves them placed, as an InfiniBand ACK
 	// does) or "transmit" (when handed to TCP, as Linux siw does:
-	// iwarp.Config.CompleteOnTransmit). DefaultSendCompletion is the
-	// default; with ibverbs the device decides.
+	// iwarp.Config.CompleteOnTransmit). The default is the mode's
+	// (DefaultSendCompletionFor); with ibverbs the device decides.
 	SendCompletion string `yaml:"send_completion"`
 }
 
@@ -170,10 +170,25 @@ type RDMAConfig struct {
 const (
 	SendCompletionPlacement = "placement"
 	SendCompletionTransmit  = "transmit"
-	// DefaultSendCompletion: see configs/forward.yaml and the README
-	// ("Send completions") for the measurements behind it.
-	DefaultSendCompletion = SendCompletionPlacement
+	// DefaultSendCompletion is forward mode's default: transmit, as
+	// Linux siw does; the gateway's reply completes inside the post and
+	// is taken on the posting goroutine (rdmarpc settlePosts), so it
+	// costs neither the zero-length Read nor a wake-up. Reverse mode,
+	// whose calls' completions still wake its completion goroutine
+	// (rdmarpc's requester does not settle its posts) and which was not
+	// measured, keeps placement (DefaultSendCompletionReverse). See the
+	// README ("Send completions") for the measurements.
+	DefaultSendCompletion        = SendCompletionTransmit
+	DefaultSendCompletionReverse = SendCompletionPlacement
 )
+
+// DefaultSendCompletionFor is mode's rdma.send_completion default.
+func DefaultSendCompletionFor(mode string) string {
+	if mode == "reverse" {
+		return DefaultSendCompletionReverse
+	}
+	return DefaultSendCompletion
+}
 
 // LimitsConfig mirrors rdmarpc.Limits: what one transport header may ask.
 type LimitsConfig struct {
@@ -241,6 +256,7 @@ func DefaultConfigFor(mode string) Config {
 	if mode == "reverse" {
 		c.Listen.Port = DefaultReverseListen
 		c.Backend.Port = DefaultReverseBackend
+		c.RDMA.SendCompletion = DefaultSendCompletionReverse
 	}
 	return c
 }

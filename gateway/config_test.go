@@ -160,7 +160,7 @@ func TestParseConfigRejects(t *testing.T) {
 		{"mpa crc ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
 		{"mpa crc reverse ibverbs", "mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  mpa_crc: false\n", "rdma.mpa_crc", "iwarp provider only"},
 		{"send completion", "rdma:\n  send_completion: ack\n", "rdma.send_completion", `must be "placement" or "transmit"`},
-		{"send completion ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  send_completion: transmit\n", "rdma.send_completion", "iwarp provider only"},
+		{"send completion ibverbs", "listen:\n  provider: ibverbs\nrdma:\n  send_completion: placement\n", "rdma.send_completion", "iwarp provider only"},
 		{"send completion reverse ibverbs", "mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  send_completion: transmit\n", "rdma.send_completion", "iwarp provider only"},
 		// RFC 8267 §6.4.2's floors, one below each and the old zeroes.
 		{"limit segs", "rdma:\n  limits:\n    max_read_segments: 0\n", "rdma.limits.max_read_segments", "at least 32"},
@@ -318,17 +318,21 @@ func TestParseConfigAuxRelayErrors(t *testing.T) {
 }
 
 // rdma.mpa_crc and rdma.send_completion choose the pure-Go provider's
-// configuration; the defaults leave it at the registered provider's.
+// configuration: by default CRCs on, and Sends completed on transmit in
+// forward mode, by placement in reverse mode.
 func TestIWARPConfig(t *testing.T) {
 	for _, c := range []struct {
 		yaml string
 		want iwarp.Config
 	}{
-		{"", iwarp.Config{}},
+		{"", iwarp.Config{CompleteOnTransmit: true}},
+		{"mode: reverse\n", iwarp.Config{}},
+		{"mode: reverse\nrdma:\n  send_completion: transmit\n", iwarp.Config{CompleteOnTransmit: true}},
 		{"rdma:\n  send_completion: placement\n", iwarp.Config{}},
 		{"rdma:\n  send_completion: transmit\n", iwarp.Config{CompleteOnTransmit: true}},
 		{"rdma:\n  mpa_crc: false\n  send_completion: transmit\n", iwarp.Config{DisableCRC: true, CompleteOnTransmit: true}},
-		{"listen:\n  provider: ibverbs\nrdma:\n  send_completion: placement\n", iwarp.Config{}},
+		{"listen:\n  provider: ibverbs\nrdma:\n  send_completion: transmit\n", iwarp.Config{CompleteOnTransmit: true}},
+		{"mode: reverse\nbackend:\n  provider: ibverbs\nrdma:\n  send_completion: placement\n", iwarp.Config{}},
 	} {
 		cfg, err := ParseConfig([]byte(c.yaml))
 		if err != nil {

@@ -140,7 +140,7 @@ func (c *Config) validateRDMA(bad func(string, string, ...any)) {
 	if !r.MPACRC && c.rdmaProvider() != "iwarp" {
 		bad("rdma.mpa_crc", "applies to the iwarp provider only (with ibverbs the device decides: siw's mpa_crc_required; got false with %q)", c.rdmaProvider())
 	}
-	checkSendCompletion(bad, r.SendCompletion, c.rdmaProvider())
+	checkSendCompletion(bad, r.SendCompletion, c.rdmaProvider(), c.Mode)
 	if r.MaxReadsOutstanding < 1 || r.MaxReadsOutstanding > 1024 {
 		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)
 	}
@@ -286,13 +286,13 @@ func (c *Config) validateBackchannel(bad func(string, string, ...any)) {
 }
 
 // checkSendCompletion checks rdma.send_completion: placement or transmit,
-// and only the default with a provider other than iwarp (there the
-// device decides).
-func checkSendCompletion(bad func(field, format string, args ...any), v, provider string) {
+// and only the mode's default with a provider other than iwarp (there
+// the device decides).
+func checkSendCompletion(bad func(field, format string, args ...any), v, provider, mode string) {
 	switch {
 	case v != SendCompletionPlacement && v != SendCompletionTransmit:
 		bad("rdma.send_completion", "must be %q or %q (got %q)", SendCompletionPlacement, SendCompletionTransmit, v)
-	case v != DefaultSendCompletion && provider != "iwarp":
+	case v != DefaultSendCompletionFor(mode) && provider != "iwarp":
 		bad("rdma.send_completion", "applies to the iwarp provider only (with ibverbs the device decides; got %q with %q)", v, provider)
 	}
 }

@@ -641,7 +641,7 @@ func (o *benchOptions) checkCompletion() error {
 
 // benchClientCompletion is -client-completion's default: see the README
 // ("Send completions") for why.
-const benchClientCompletion = gateway.SendCompletionPlacement
+const benchClientCompletion = gateway.SendCompletionTransmit
 
 // clientIWARP is the bench client's pure-Go provider configuration
 // (-crc, -client-completion).

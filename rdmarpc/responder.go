@@ -144,9 +144,10 @@ type Handler interface {
 	// from another goroutine: on a provider that completes the reply's
 	// Send as it writes it (iwarp with CompleteOnTransmit), the last
 	// outstanding call's Reply takes that completion itself, and with it
-	// any call that arrived meanwhile (endpoint.settlePosts). So a
-	// handler must not hold, while it calls Reply or Drop, a lock that
-	// ServeCall takes.
+	// any call that arrived meanwhile (endpoint.settlePosts); so may
+	// ResponderConn.SendBackwardCall, which posts too (Drop posts
+	// nothing). So a handler must not hold, while it calls Reply or
+	// SendBackwardCall, a lock that ServeCall takes.
 	ServeCall(call *Call)
 }
 

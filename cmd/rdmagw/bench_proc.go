@@ -402,22 +402,57 @@ func perfEvents() string {
 
 // startPerfSyscalls counts every system call of process pid's threads,
 // and the perfSyscallKinds one by one, with `perf stat` (-syscalls perf)
-// until stopPerfCount.
+// until stopPerfCount. It returns once perf counts: perf starts with
+// its events disabled (-D -1), and the events are enabled through its
+// control pipe (--control), whose answer comes after perf has attached
+// to every thread. A fixed wait instead undercounted on a loaded machine
+// (perf's first start there took over a second: TestPerfSyscalls saw
+// none of the writes made meanwhile).
 func startPerfSyscalls(pid int) (*benchProc, error) {
 	bin, err := exec.LookPath("perf")
 	if err != nil {
 		return nil, errors.New("-syscalls perf: perf not installed (Debian: linux-perf)")
 	}
-	p, err := startBenchProc("perf stat", exec.Command(bin, "stat", "-x,", "-e", perfEvents(), "-p", strconv.Itoa(pid)))
+	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	// perf prints nothing until it stops: give it the time to attach.
-	time.Sleep(200 * time.Millisecond)
-	if !p.alive() {
-		return nil, p.failure("exited")
+	ackR, ackW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return nil, err
+	}
+	defer ctlW.Close()
+	defer ackR.Close()
+	cmd := exec.Command(bin, "stat", "-x,", "-D", "-1", "--control", "fd:3,4", "-e", perfEvents(), "-p", strconv.Itoa(pid))
+	cmd.ExtraFiles = []*os.File{ctlR, ackW} // fds 3 and 4
+	p, err := startBenchProc("perf stat", cmd)
+	ctlR.Close()
+	ackW.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := perfEnable(ctlW, ackR, 10*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, p.failure(err.Error())
 	}
 	return p, nil
+}
+
+// perfEnable asks a perf started with --control to enable its events
+// and waits for its acknowledgement.
+func perfEnable(ctl io.Writer, ack *os.File, timeout time.Duration) error {
+	if _, err := io.WriteString(ctl, "enable\n"); err != nil {
+		return fmt.Errorf("enable: %w", err)
+	}
+	_ = ack.SetReadDeadline(time.Now().Add(timeout))
+	var b [16]byte
+	n, err := ack.Read(b[:])
+	if err != nil || !strings.HasPrefix(string(b[:n]), "ack") {
+		return fmt.Errorf("no acknowledgement of enable within %v (%q, %v)", timeout, b[:n], err)
+	}
+	return nil
 }
 
 // stopPerfCount stops a `perf stat` (SIGINT, on which it prints its

@@ -198,10 +198,9 @@ func TestProcUsage(t *testing.T) {
 }
 
 // TestPerfSyscalls counts this process's system calls with perf stat
-// (-syscalls perf): 50 writes to a file, 20 ms apart, count at least 25
-// calls and 25 writes
-// (perf may attach late on a loaded machine, never later than half a
-// second).
+// (-syscalls perf): 50 writes to a file, 20 ms apart, all counted
+// (startPerfSyscalls returns once perf counts, however late perf
+// attaches on a loaded machine).
 func TestPerfSyscalls(t *testing.T) {
 	if _, err := exec.LookPath("perf"); err != nil || os.Geteuid() != 0 {
 		t.Skip("needs perf (linux-perf) and root")
@@ -223,8 +222,8 @@ func TestPerfSyscalls(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	n, kinds, err := p.stopPerfCount()
-	if err != nil || n < 25 || kinds["write"] < 25 || kinds["write"] > n {
-		t.Fatalf("perf counted %d system calls, %d writes (%v), want at least 25 of each, writes among them", n, kinds["write"], err)
+	if err != nil || n < 50 || kinds["write"] < 50 || kinds["write"] > n {
+		t.Fatalf("perf counted %d system calls, %d writes (%v), want at least 50 of each, writes among them", n, kinds["write"], err)
 	}
 	got := parsePerfCounts([]byte("12,,raw_syscalls:sys_enter,1,100.00,,\n<not counted>,,syscalls:sys_enter_futex,0,0.00,,\n3,,syscalls:sys_enter_read,1,100.00,,\n"))
 	if len(got) != 2 || got["raw_syscalls:sys_enter"] != 12 || got["syscalls:sys_enter_read"] != 3 {

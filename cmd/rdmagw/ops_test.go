@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,7 +284,7 @@ rdma: {inline_send: 2KiB}`)), 0o644)
 		t.Fatalf("drain: %d %s %s", code, out.String(), errb.String())
 	}
 	ev.wait(t, evStopRequested)
-	if d := ev.wait(t, evDrained).drain; d != (gateway.DrainResult{Clients: 1}) {
+	if d := ev.wait(t, evDrained, stuckDrain(t, sock)).drain; d != (gateway.DrainResult{Clients: 1}) {
 		t.Errorf("drain %+v, want 1 client and every call answered", d)
 	}
 	waitExit(t, rc, logs)
@@ -470,8 +471,20 @@ log: {format: json}
 	if r.err != nil || !bytes.Equal(r.data, data) {
 		t.Fatalf("READ in flight at SIGTERM: %d bytes, %v; want the %d written", len(r.data), r.err, len(data))
 	}
-	if d := ev.wait(t, evDrained).drain; d != (gateway.DrainResult{Clients: 1}) {
+	if d := ev.wait(t, evDrained, stuckDrain(t, sock)).drain; d != (gateway.DrainResult{Clients: 1}) {
 		t.Errorf("drain %+v, want 1 client and every call answered", d)
 	}
 	waitExit(t, rc, logs)
+}
+
+// stuckDrain returns what a test logs when a drain does not end: the
+// sessions (calls in flight) and every goroutine's stack (where a call
+// or a Send completion is held).
+func stuckDrain(t *testing.T, sock string) func() {
+	return func() {
+		var out, errb bytes.Buffer
+		run([]string{"sessions", "-s", sock, "-json"}, &out, &errb)
+		buf := make([]byte, 4<<20)
+		t.Logf("sessions: %s %s\ngoroutines:\n%s", out.String(), errb.String(), buf[:runtime.Stack(buf, true)])
+	}
 }

@@ -62,8 +62,10 @@ func watchEvents(t *testing.T) *events {
 	return e
 }
 
-// wait returns the next event of kind that wait has not returned yet.
-func (e *events) wait(t *testing.T, kind eventKind) event {
+// wait returns the next event of kind that wait has not returned yet;
+// if none comes within 20 s it runs diag (what the test can say about
+// why) and fails.
+func (e *events) wait(t *testing.T, kind eventKind, diag ...func()) event {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		e.mu.Lock()
@@ -81,6 +83,9 @@ func (e *events) wait(t *testing.T, kind eventKind) event {
 		}
 		e.mu.Unlock()
 		if time.Now().After(deadline) {
+			for _, f := range diag {
+				f()
+			}
 			t.Fatalf("no event %d within 20s", kind)
 		}
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -386,10 +388,11 @@ func TestForwardClientDisconnectLoggedQuietly(t *testing.T) {
 }
 
 // reconnectAfterCut creates a file through a gateway behind a proxy, runs
-// hold (if any) with the backend source ports so far, loses the reply of
+// hold (if any) with the backend source ports so far (false: it could
+// not, and nothing more is done: nil, nil), loses the reply of
 // a size-byte WRITE that executed (the proxy cuts both connections), and
 // checks that the data reads back after the gateway reconnected.
-func reconnectAfterCut(t *testing.T, name string, size int, hold func(ports []int)) (*proxy, *forward.Gateway) {
+func reconnectAfterCut(t *testing.T, name string, size int, hold func(ports []int) bool) (*proxy, *forward.Gateway) {
 	t.Helper()
 	g := nfstest.StartGanesha(t)
 	px := startProxy(t, g.NFSAddr)
@@ -400,8 +403,8 @@ func reconnectAfterCut(t *testing.T, name string, size int, hold func(ports []in
 	n := &nfs3{c: c, t: t}
 	root := mount3(t, g.MountAddr, g.Export)
 	fh := n.create(root, name)
-	if hold != nil {
-		hold(px.ports())
+	if hold != nil && !hold(px.ports()) {
+		return nil, nil
 	}
 	data := pattern(size, 7)
 	px.cutOnReply.Store(true) // the WRITE executes; its reply is lost
@@ -415,25 +418,37 @@ func reconnectAfterCut(t *testing.T, name string, size int, hold func(ports []in
 // A reconnect that cannot keep the source port (a listener on this host
 // holds it) still carries the resent call, and is counted and logged.
 func TestForwardBackendReconnectPortHeld(t *testing.T) {
-	px, gw := reconnectAfterCut(t, "portheld", 50000, func(ports []int) {
-		if len(ports) != 1 {
-			t.Fatalf("backend connections %v, want 1", ports)
-		}
-		// SO_REUSEADDR lets a listener share the port of an established
-		// connection, and no connect may then bind it.
-		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			rc.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-			})
-			return serr
-		}}
-		hold, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
-		if err != nil {
-			t.Fatalf("hold the gateway's backend port %d: %v", ports[0], err)
-		}
-		t.Cleanup(func() { hold.Close() })
-	})
+	var px *proxy
+	var gw *forward.Gateway
+	for try := 1; gw == nil; try++ {
+		px, gw = reconnectAfterCut(t, "portheld"+strconv.Itoa(try), 50000, func(ports []int) bool {
+			if len(ports) != 1 {
+				t.Fatalf("backend connections %v, want 1", ports)
+			}
+			// SO_REUSEADDR lets a listener share the port of an
+			// established connection, and no connect may then bind it.
+			lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				rc.Control(func(fd uintptr) {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				})
+				return serr
+			}}
+			hold, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]))
+			if errors.Is(err, syscall.EADDRINUSE) && try < 5 {
+				// Another connection on this host (a parallel test's)
+				// has the same local port towards another peer, which
+				// Linux allows and a listener cannot share: try again.
+				t.Logf("port %d also in use by another connection: try %d", ports[0], try+1)
+				return false
+			}
+			if err != nil {
+				t.Fatalf("hold the gateway's backend port %d: %v", ports[0], err)
+			}
+			t.Cleanup(func() { hold.Close() })
+			return true
+		})
+	}
 	m := gw.Metrics()
 	if ports := px.ports(); len(ports) != 2 || ports[0] == ports[1] {
 		t.Fatalf("backend source ports %v: want two different", ports)

@@ -28,6 +28,10 @@ type cq struct {
 	done   chan struct{}
 	closed bool
 
+	// count is n, stored under mu wherever n changes, so that unpolled
+	// (on PostSend's path) reads it without taking mu.
+	count atomic.Int64
+
 	// direct is the consumer SetDirect installed (verbs.DirectCQ);
 	// owed says completions were added by pushLater and nobody has
 	// settled them yet.
@@ -120,13 +124,9 @@ func (c *cq) wake() {
 	}
 }
 
-// unpolled reports whether completions wait for the consumer.
-func (c *cq) unpolled() bool {
-	c.mu.Lock()
-	n := c.n
-	c.mu.Unlock()
-	return n > 0
-}
+// unpolled reports whether completions wait for the consumer. It takes
+// no lock: PostSend asks it on every post (conn.mayInline).
+func (c *cq) unpolled() bool { return c.count.Load() > 0 }
 
 // tryPush is push for a caller that must not wait (PostSend writing
 // inline): it adds all of wcs and wakes Wait, or, if the ring has no room
@@ -137,20 +137,11 @@ func (c *cq) unpolled() bool {
 // completion does not wake a goroutine parked in Wait on another core.
 func (c *cq) tryPush(wcs []verbs.WC) bool {
 	c.mu.Lock()
-	for c.n+len(wcs) > len(c.ring) && !c.closed {
-		if !c.grow() {
-			c.mu.Unlock()
-			return false
-		}
-	}
-	for i := range wcs {
-		if c.closed {
-			break // discarded, as push does
-		}
-		c.ring[(c.head+c.n)%len(c.ring)] = wcs[i]
-		c.n++
-	}
+	ok := c.putLocked(wcs, false) || c.closed // closed: discarded, as push does
 	c.mu.Unlock()
+	if !ok {
+		return false
+	}
 	if c.settles.Load() && c.direct.Load() != nil {
 		c.owed.Store(true)
 	} else {
@@ -164,19 +155,37 @@ func (c *cq) tryPush(wcs []verbs.WC) bool {
 // the CQ was closed.
 func (c *cq) add(wcs []verbs.WC) bool {
 	c.mu.Lock()
+	ok := c.putLocked(wcs, true)
+	c.mu.Unlock()
+	return ok
+}
+
+// putLocked appends wcs to the ring in order, growing it up to depth as
+// needed: the one implementation of add and tryPush. With wait, each
+// completion that finds the ring full at depth wakes the consumer and
+// waits for room; without, putLocked adds none of wcs unless all fit,
+// and returns false. It returns false if the CQ is closed (what is left
+// of wcs is discarded). Caller holds c.mu.
+func (c *cq) putLocked(wcs []verbs.WC, wait bool) bool {
+	for !wait && !c.closed && c.n+len(wcs) > len(c.ring) {
+		if !c.grow() {
+			return false
+		}
+	}
 	for i := range wcs {
 		for c.n == len(c.ring) && !c.closed && !c.grow() {
+			c.count.Store(int64(c.n))
 			c.wake()
 			c.room.Wait()
 		}
 		if c.closed {
-			c.mu.Unlock()
+			c.count.Store(int64(c.n))
 			return false
 		}
 		c.ring[(c.head+c.n)%len(c.ring)] = wcs[i]
 		c.n++
 	}
-	c.mu.Unlock()
+	c.count.Store(int64(c.n))
 	return true
 }
 
@@ -210,6 +219,7 @@ func (c *cq) Poll(wcs []verbs.WC) int {
 		k++
 	}
 	if k > 0 {
+		c.count.Store(int64(c.n))
 		c.room.Broadcast()
 	}
 	c.mu.Unlock()

@@ -68,3 +68,47 @@ func TestCQGrowsToDepth(t *testing.T) {
 		t.Fatalf("ring shrank to %d", len(c.ring))
 	}
 }
+
+// TestCQTryPushAllOrNone: tryPush grows the ring for what it adds, adds
+// none of a batch the ring at depth has no room for, and discards into a
+// closed CQ without failing; unpolled (read without the CQ's lock) follows
+// every change.
+func TestCQTryPushAllOrNone(t *testing.T) {
+	const depth = cqInitialRing + 3
+	q, err := (&device{}).CreateCQ(depth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := q.(*cq)
+	defer c.Close()
+	if c.unpolled() {
+		t.Fatal("a new CQ has completions unpolled")
+	}
+	wcs := make([]verbs.WC, depth+1)
+	for i := range wcs {
+		wcs[i].ID = uint64(i)
+	}
+	if !c.tryPush(wcs[:depth-2]) || !c.unpolled() {
+		t.Fatal("tryPush beyond the initial ring, with room at depth, failed or left nothing unpolled")
+	}
+	if c.tryPush(wcs[depth-2:]) { // 3 completions, room for 2
+		t.Fatal("tryPush of more than the room left at depth succeeded")
+	}
+	got := make([]verbs.WC, depth+1)
+	k := c.Poll(got)
+	if k != depth-2 {
+		t.Fatalf("polled %d, want %d (a failed tryPush added some)", k, depth-2)
+	}
+	for i, wc := range got[:k] {
+		if wc.ID != uint64(i) {
+			t.Fatalf("polled ID %d at %d", wc.ID, i)
+		}
+	}
+	if c.unpolled() {
+		t.Fatal("unpolled after polling everything")
+	}
+	c.Close()
+	if !c.tryPush(wcs[:1]) || c.unpolled() {
+		t.Fatal("tryPush into a closed CQ failed, or added")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/verbs"
 	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
@@ -341,5 +342,25 @@ func TestIWARPConfig(t *testing.T) {
 		if got := cfg.RDMA.IWARPConfig(); got != c.want {
 			t.Errorf("%q: iwarp config %+v, want %+v", c.yaml, got, c.want)
 		}
+	}
+}
+
+// Provider: the registered pure-Go provider for its zero configuration,
+// one of its own for any other; an unknown name is an error whatever the
+// configuration.
+func TestProvider(t *testing.T) {
+	reg, err := verbs.Lookup("iwarp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Provider("iwarp", iwarp.Config{}); err != nil || p != reg {
+		t.Errorf("zero configuration: %v, %v; want the registered provider", p, err)
+	}
+	p, err := Provider("iwarp", iwarp.Config{CompleteOnTransmit: true})
+	if err != nil || p == reg || p.Name() != "iwarp" {
+		t.Errorf("CompleteOnTransmit: %v, %v; want an iwarp provider other than the registered one", p, err)
+	}
+	if _, err := Provider("nosuch", iwarp.Config{DisableCRC: true}); !errors.Is(err, verbs.ErrUnknownProvider) {
+		t.Errorf("unknown provider: %v, want ErrUnknownProvider", err)
 	}
 }

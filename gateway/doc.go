@@ -48,7 +48,7 @@
 //	ops.go                 ClientTable (live view, drain, liveness probe), ClientOps, Sessions and SessionInfo
 //	ops_http.go            the /debug/sessions handler
 //	reload.go              LiveConfig: what a reload changes, and when
-//	rdmastack.go           RDMAStack: device, protection domain and pool; CloseGateway
+//	rdmastack.go           RDMAStack: device, protection domain and pool; CloseGateway; Provider (the named provider, iwarp configured)
 //
 // Errors: the package's own errors start with "gateway: "; a bad
 // configuration is a *FieldError, "config: <field>: <reason>" (Validate

@@ -21,19 +21,16 @@ type RDMAStack struct {
 	Pool *rdmarpc.Pool
 }
 
-// Open opens provider's device for addr (the iwarp provider as
-// RDMAConfig.IWARPConfig says: rdma.mpa_crc, rdma.send_completion),
+// Open opens provider's device for addr (Provider: the iwarp provider as
+// RDMAConfig.IWARPConfig says, rdma.mpa_crc and rdma.send_completion),
 // allocates the protection domain
 // and the pool (sized by cfg.Pool) and exports the pool's gauges. field
 // names the provider's config field for errors. On failure what was
 // opened stays set, for close.
 func (s *RDMAStack) Open(cfg *Config, field, provider, addr string, met *Metrics) error {
-	prov, err := verbs.Lookup(provider)
+	prov, err := Provider(provider, cfg.RDMA.IWARPConfig())
 	if err != nil {
 		return fmt.Errorf("%s: %w", field, err)
-	}
-	if ic := cfg.RDMA.IWARPConfig(); provider == "iwarp" && ic != (iwarp.Config{}) {
-		prov = iwarp.New(ic)
 	}
 	if s.Dev, err = prov.Open(addr); err != nil {
 		return fmt.Errorf("open %s device for %s: %w", provider, addr, err)
@@ -85,6 +82,21 @@ func CloseGateway(ln io.Closer, ms *MetricsServer, wait func(), rdma *RDMAStack)
 	wait()
 	errs = append(errs, rdma.Close()...)
 	return errors.Join(errs...)
+}
+
+// Provider returns the RDMA provider registered as name, except that the
+// pure-Go provider ("iwarp") is configured as ic says when ic is not the
+// zero value (the registered default): the one place the gateway's RDMA
+// stack and rdmagw's own clients (demo, bench, bench-conns) pick theirs.
+func Provider(name string, ic iwarp.Config) (verbs.Provider, error) {
+	p, err := verbs.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if name == "iwarp" && ic != (iwarp.Config{}) {
+		p = iwarp.New(ic)
+	}
+	return p, nil
 }
 
 // IWARPConfig is the pure-Go iwarp provider's configuration the rdma

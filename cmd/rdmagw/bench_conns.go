@@ -18,10 +18,12 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
+	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
 // rdmagw bench-conns: many clients on one forward gateway (issue 12
@@ -265,7 +267,7 @@ type connsClients struct {
 
 func dialConnsClients(ctx context.Context, addr string, n, inflight int) (*connsClients, error) {
 	cl := &connsClients{}
-	p, err := verbs.Lookup("iwarp")
+	p, err := gateway.Provider("iwarp", iwarp.Config{})
 	if err != nil {
 		return cl, err
 	}

@@ -91,12 +91,9 @@ type rdmaClient struct {
 }
 
 func dialRDMAClient(ctx context.Context, addr string, credits int, cfg iwarp.Config) (*rdmaClient, error) {
-	p, err := verbs.Lookup("iwarp")
+	p, err := gateway.Provider("iwarp", cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg != (iwarp.Config{}) {
-		p = iwarp.New(cfg)
 	}
 	dev, err := p.Open("127.0.0.1")
 	if err != nil {

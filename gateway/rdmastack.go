@@ -100,9 +100,17 @@ func Provider(name string, ic iwarp.Config) (verbs.Provider, error) {
 }
 
 // IWARPConfig is the pure-Go iwarp provider's configuration the rdma
-// section asks for: no MPA CRCs asked (mpa_crc: false), completion on
-// transmit (send_completion: transmit). The zero value is the provider's
-// registered default.
+// section asks for (IWARPConfigFor rdma.mpa_crc and rdma.send_completion).
 func (r *RDMAConfig) IWARPConfig() iwarp.Config {
-	return iwarp.Config{DisableCRC: !r.MPACRC, CompleteOnTransmit: r.SendCompletion == SendCompletionTransmit}
+	return IWARPConfigFor(r.MPACRC, r.SendCompletion)
+}
+
+// IWARPConfigFor is the pure-Go iwarp provider's configuration for MPA
+// CRCs asked for or not (mpaCRC false: DisableCRC) and sendCompletion
+// (SendCompletionTransmit: CompleteOnTransmit; anything else, placement):
+// the one mapping of these settings, for the gateway's rdma section and
+// rdmagw's bench clients alike. CRCs on and placement give the zero
+// value, the provider's registered default.
+func IWARPConfigFor(mpaCRC bool, sendCompletion string) iwarp.Config {
+	return iwarp.Config{DisableCRC: !mpaCRC, CompleteOnTransmit: sendCompletion == SendCompletionTransmit}
 }

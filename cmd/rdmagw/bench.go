@@ -115,7 +115,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
-	fs.StringVar(&o.clientCompl, "client-completion", benchClientCompletion, "when the bench client's pure-Go provider completes its Sends: transmit (on handing them to TCP, with no zero-length RDMA Read after them, as a Linux siw client does) or placement (after such a Read proves them placed, the provider's default)")
+	clientCompletionFlag(fs, &o.clientCompl)
 	fs.StringVar(&o.gatewayCompl, "send-completion", "", "with -spawn-gateway: the gateways' rdma.send_completion (transmit or placement; empty: the gateway's default)")
 	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS[:WORKERS],... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS, WORKERS (epoll) its threads if fewer than PROCS")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
@@ -630,10 +630,10 @@ func fillBenchFile(ctx context.Context, t benchTarget, size int64) error {
 
 // checkCompletion checks -client-completion and -send-completion.
 func (o *benchOptions) checkCompletion() error {
-	switch {
-	case o.clientCompl != gateway.SendCompletionTransmit && o.clientCompl != gateway.SendCompletionPlacement:
-		return fmt.Errorf("-client-completion %q: want transmit or placement", o.clientCompl)
-	case o.gatewayCompl != "" && !o.spawnGateway:
+	if err := checkClientCompletion(o.clientCompl); err != nil {
+		return err
+	}
+	if o.gatewayCompl != "" && !o.spawnGateway {
 		return errors.New("-send-completion: with -spawn-gateway (a -gateway of yours has its own rdma.send_completion)")
 	}
 	return nil
@@ -643,10 +643,24 @@ func (o *benchOptions) checkCompletion() error {
 // ("Send completions") for why.
 const benchClientCompletion = gateway.SendCompletionTransmit
 
+// clientCompletionFlag defines -client-completion (bench, bench-conns)
+// into v.
+func clientCompletionFlag(fs *flag.FlagSet, v *string) {
+	fs.StringVar(v, "client-completion", benchClientCompletion, "when the bench client's pure-Go provider completes its Sends: transmit (on handing them to TCP, with no zero-length RDMA Read after them, as a Linux siw client does) or placement (after such a Read proves them placed, the provider's default)")
+}
+
+// checkClientCompletion checks -client-completion's value.
+func checkClientCompletion(v string) error {
+	if v != gateway.SendCompletionTransmit && v != gateway.SendCompletionPlacement {
+		return fmt.Errorf("-client-completion %q: want transmit or placement", v)
+	}
+	return nil
+}
+
 // clientIWARP is the bench client's pure-Go provider configuration
 // (-crc, -client-completion).
 func (o *benchOptions) clientIWARP() iwarp.Config {
-	return iwarp.Config{DisableCRC: !o.crc, CompleteOnTransmit: o.clientCompl == gateway.SendCompletionTransmit}
+	return gateway.IWARPConfigFor(o.crc, o.clientCompl)
 }
 
 // gatewayRDMAConfig is the rdma section -crc and -send-completion give

@@ -50,6 +50,8 @@ type connsOptions struct {
 	profile  string   // directory for the gateway's CPU and heap profiles
 	bins     []string // the gateway programs compared ("": this one)
 	procs    []int    // the gateways' runtime.procs compared (nil: not set)
+	crc      bool     // MPA CRCs asked for (clients and gateway)
+	compl    string   // -client-completion: the clients' Send completion (rdma.send_completion's values)
 }
 
 func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
@@ -66,6 +68,8 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	fs.StringVar(&o.profile, "profile", "", "write the gateway's CPU profile of the load and heap profile after it to this directory (cpu-N-R.prof, heap-N-R.prof)")
 	bins := fs.String("gateway-bin", "", "the rdmagw programs run as the gateway, a list alternates them within each run (default: this one), e.g. old,new")
 	procs := fs.String("gateway-procs", "", "the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list alternates them within each run, e.g. 1,2")
+	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs; false: the clients ask for none and the gateway runs with rdma.mpa_crc: false, so the connections carry none")
+	clientCompletionFlag(fs, &o.compl)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -76,6 +80,9 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	}
 	if o.conns, err = parseConcurrency(*conns); err != nil {
 		return nil, fmt.Errorf("-conns: %w", err)
+	}
+	if err := checkClientCompletion(o.compl); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.inflight < 1 || o.repeat < 1 || o.credits < 1 || o.srqDepth < 0:
@@ -137,8 +144,8 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(progress, "bench-conns: %d GETATTRs in flight per connection, %s per case, srq_depth %d, %d credits granted\n",
-		o.inflight, o.duration, o.srqDepth, o.credits)
+	fmt.Fprintf(progress, "bench-conns: %d GETATTRs in flight per connection, %s per case, srq_depth %d, %d credits granted, MPA CRCs %t, clients complete Sends on %s\n",
+		o.inflight, o.duration, o.srqDepth, o.credits, o.crc, o.compl)
 	var results []connsResult
 	for run := 1; run <= o.repeat; run++ {
 		for _, n := range o.conns {
@@ -180,11 +187,12 @@ func (o *connsOptions) cases() []connsGateway {
 }
 
 // connsGatewayConfig is what bench-conns adds to the gateway's
-// configuration: the credits, the shared receive queue and room for the
-// connections, all from one address.
+// configuration: the credits, the shared receive queue, MPA CRCs (-crc)
+// and room for the connections, all from one address.
 const connsGatewayConfig = `rdma:
   credits: %d
   srq_depth: %d
+  mpa_crc: %t
 connections:
   max: %d
   max_per_address: 0
@@ -199,7 +207,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 		benchExecutable = func() (string, error) { return bin, nil }
 		defer func() { benchExecutable = os.Executable }()
 	}
-	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, n+16)
+	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, o.crc, n+16)
 	if gw.procs >= 0 {
 		extra += runtimeProcsConfig(gw.procs)
 	}
@@ -214,7 +222,7 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 	if err != nil {
 		return r, err
 	}
-	cl, err := dialConnsClients(ctx, addr, n, o.inflight)
+	cl, err := dialConnsClients(ctx, addr, n, o.inflight, o.clientIWARP())
 	r.SetupSeconds = cl.setup.Seconds()
 	defer cl.close()
 	if err != nil {
@@ -265,9 +273,17 @@ type connsClients struct {
 	setup time.Duration
 }
 
-func dialConnsClients(ctx context.Context, addr string, n, inflight int) (*connsClients, error) {
+// clientIWARP is the clients' pure-Go provider configuration (-crc,
+// -client-completion), as the bench client's.
+func (o *connsOptions) clientIWARP() iwarp.Config {
+	return gateway.IWARPConfigFor(o.crc, o.compl)
+}
+
+// dialConnsClients connects n clients to the gateway at addr, on one
+// device of the pure-Go provider configured as ic.
+func dialConnsClients(ctx context.Context, addr string, n, inflight int, ic iwarp.Config) (*connsClients, error) {
 	cl := &connsClients{}
-	p, err := gateway.Provider("iwarp", iwarp.Config{})
+	p, err := gateway.Provider("iwarp", ic)
 	if err != nil {
 		return cl, err
 	}

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
 // TestBenchConns runs `rdmagw bench-conns` end to end for two small
@@ -71,5 +75,32 @@ func TestConnsFlags(t *testing.T) {
 		if _, err := parseConnsFlags([]string{"-gateway-procs", bad}, &errs); err == nil {
 			t.Errorf("-gateway-procs %s accepted", bad)
 		}
+	}
+}
+
+// bench-conns' clients complete Sends on transmit by default, as bench's
+// client does (no fences, like a Linux client), with MPA CRCs; -crc=false
+// turns CRCs off on the clients and in the gateway's configuration.
+func TestConnsClientFlags(t *testing.T) {
+	var errs bytes.Buffer
+	o, err := parseConnsFlags(nil, &errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := o.clientIWARP(), (iwarp.Config{CompleteOnTransmit: true}); got != want {
+		t.Errorf("default clients: %+v, want %+v", got, want)
+	}
+	if o, err = parseConnsFlags([]string{"-crc=false", "-client-completion", "placement"}, &errs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := o.clientIWARP(), (iwarp.Config{DisableCRC: true}); got != want {
+		t.Errorf("-crc=false -client-completion placement: %+v, want %+v", got, want)
+	}
+	cfg, err := gateway.ParseConfig(fmt.Appendf(nil, connsGatewayConfig, 8, 64, o.crc, 16))
+	if err != nil || cfg.RDMA.MPACRC {
+		t.Errorf("-crc=false: the gateway's configuration %v, mpa_crc %v; want it off", err, cfg != nil && cfg.RDMA.MPACRC)
+	}
+	if _, err := parseConnsFlags([]string{"-client-completion", "ack"}, &errs); err == nil {
+		t.Error("-client-completion ack accepted")
 	}
 }

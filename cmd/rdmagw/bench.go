@@ -44,6 +44,7 @@ type benchOptions struct {
 	spawnGateway   bool          // run the gateway as its own process (rdmagw serve)
 	gatewayProcs   []int         // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
 	gatewayPID     int           // the gateway's process, for CPU per op
+	backendPID     int           // the backend server's process, for its CPU per op
 	gatewayMetrics string        // the gateway's metrics.listen, for -cpuprofile
 	burn           int           // CPU burner processes beside the run
 	crc            bool          // MPA CRCs asked for on the RDMA side (client, spawned gateways)
@@ -112,6 +113,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.BoolVar(&o.spawnGateway, "spawn-gateway", false, "start the gateway as its own process (rdmagw serve, pure-Go provider, loopback) in front of -backend")
 	text.procs = fs.String("gateway-procs", "", "with -spawn-gateway: the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list (1,2) starts one gateway for each and runs every workload through each in turn")
 	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
+	fs.IntVar(&o.backendPID, "backend-pid", 0, "the process of the -backend server, to report its CPU per op on every path (with the bench client's own: what all three cost per op, which bounds throughput when they share the cores)")
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
 	fs.StringVar(&o.syscalls, "syscalls", "io", "how the relay processes' system calls per op are counted: io (syscr+syscw of /proc/<pid>/io: read/write family only) or perf (every call, perf stat -e "+perfSyscallEvent+"; needs perf and root)")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
@@ -393,12 +395,17 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		defer perf.stop(time.Second)
 	}
 	u0, measured := p.usage()
+	c0, s0 := peerCPU(os.Getpid()), peerCPU(o.backendPID)
 	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
 	if measured && r.Ops > 0 {
 		if u1, ok := p.usage(); ok && u1.cpu >= u0.cpu {
 			r.CPUProcess = p.proc
 			r.CPUMicrosPerOp, r.SyscallsPerOp, r.CtxSwitchesPerOp = perOp(u0, u1, r.Ops)
 		}
+	}
+	if r.Ops > 0 {
+		r.ClientCPUMicrosPerOp = cpuPerOp(c0, peerCPU(os.Getpid()), r.Ops)
+		r.ServerCPUMicrosPerOp = cpuPerOp(s0, peerCPU(o.backendPID), r.Ops)
 	}
 	if perf != nil {
 		n, kinds, err := perf.stopPerfCount()

@@ -107,6 +107,28 @@ func perOp(u0, u1 procUsage, ops int64) (cpuMicros, syscalls, ctxSwitches float6
 	return float64((u1.cpu - u0.cpu).Nanoseconds()) / 1e3 / n, float64(u1.syscalls-u0.syscalls) / n, float64(u1.ctxSwitches-u0.ctxSwitches) / n
 }
 
+// peerCPU is the CPU process pid has used so far (utime+stime), or -1
+// if it is not known (pid 0, or it cannot be read).
+func peerCPU(pid int) time.Duration {
+	if pid == 0 {
+		return -1
+	}
+	d, err := procCPU(pid)
+	if err != nil {
+		return -1
+	}
+	return d
+}
+
+// cpuPerOp is the CPU from c0 to c1 (peerCPU) in µs per op; 0 when
+// either is unknown.
+func cpuPerOp(c0, c1 time.Duration, ops int64) float64 {
+	if c0 < 0 || c1 < c0 || ops <= 0 {
+		return 0
+	}
+	return float64((c1 - c0).Nanoseconds()) / 1e3 / float64(ops)
+}
+
 // procField is the number of a "Name:   N" or "Name:   N kB" line of a
 // /proc file (status, io), 0 if absent.
 func procField(b []byte, name string) float64 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,33 +73,37 @@ func TestProcCPU(t *testing.T) {
 
 func TestBenchTableCPU(t *testing.T) {
 	results := []benchResult{
-		{Op: "getattr", Path: "gateway", InFlight: 1, Ops: 100, OpsPerSec: 50, P50Micros: 30, P99Micros: 60, CPUProcess: "rdmagw", CPUMicrosPerOp: 40, SyscallsPerOp: 4.25, CtxSwitchesPerOp: 3.5},
-		{Op: "getattr", Path: "haproxy", InFlight: 1, Ops: 100, OpsPerSec: 100, P50Micros: 20, P99Micros: 40, CPUProcess: "haproxy", CPUMicrosPerOp: 10},
+		{Op: "getattr", Path: "gateway", InFlight: 1, Ops: 100, OpsPerSec: 50, P50Micros: 30, P99Micros: 60, CPUProcess: "rdmagw", CPUMicrosPerOp: 40, SyscallsPerOp: 4.25, CtxSwitchesPerOp: 3.5,
+			ClientCPUMicrosPerOp: 20, ServerCPUMicrosPerOp: 40},
+		{Op: "getattr", Path: "haproxy", InFlight: 1, Ops: 100, OpsPerSec: 100, P50Micros: 20, P99Micros: 40, CPUProcess: "haproxy", CPUMicrosPerOp: 10,
+			ClientCPUMicrosPerOp: 10, ServerCPUMicrosPerOp: 30},
 		{Op: "getattr", Path: "gateway", InFlight: 8, Ops: 100, OpsPerSec: 90, P50Micros: 30, P99Micros: 60},
 		{Op: "getattr", Path: "haproxy", InFlight: 8, Ops: 100, OpsPerSec: 100, P50Micros: 30, P99Micros: 60, CPUMicrosPerOp: 10},
 	}
 	r := benchRatios(results)
-	if len(r) != 2 || r[0].InFlight != 1 || r[0].Versus != "haproxy" || r[0].Throughput != 0.5 || r[0].CPUPerOp != 4 ||
-		r[1].InFlight != 8 || r[1].CPUPerOp != 0 {
+	if len(r) != 2 || r[0].InFlight != 1 || r[0].Versus != "haproxy" || r[0].Throughput != 0.5 || r[0].CPUPerOp != 4 || r[0].AllCPUPerOp != 2 ||
+		r[1].InFlight != 8 || r[1].CPUPerOp != 0 || r[1].AllCPUPerOp != 0 {
 		t.Fatalf("ratios %+v", r)
 	}
 	var out bytes.Buffer
 	printBenchTable(&out, &benchInfo{GatewayPID: 10, RelayPID: 11, Relay: "haproxy"}, results)
 	t.Logf("\n%s", out.String())
-	for _, want := range []string{"CPU µs/op", "syscalls/op", "ctx sw/op", "read- and write-family calls only", "gateway / haproxy", "4.00x", "40.0", "pid 10", "haproxy: pid 11"} {
+	for _, want := range []string{"CPU µs/op", "syscalls/op", "ctx sw/op", "read- and write-family calls only", "gateway / haproxy", "4.00x", "2.00x", "40.0", "pid 10", "haproxy: pid 11", "client µs/op", "all CPU per op"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q", want)
 		}
 	}
-	// The unmeasured gateway CPU at 8 in flight shows as "-", twice (result, ratio).
+	// What is not measured at 8 in flight shows as "-" at the end of three
+	// lines: the gateway's and haproxy's results (no server CPU) and the
+	// ratio (no all-CPU figure).
 	n := 0
 	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.HasSuffix(strings.TrimRight(l, " "), " -") {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d unmeasured cells, want 2", n)
+	if n != 3 {
+		t.Errorf("%d lines ending unmeasured, want 3", n)
 	}
 }
 
@@ -117,7 +122,7 @@ func TestBenchRelay(t *testing.T) {
 	g := nfstest.StartGanesha(t)
 	t.Setenv(asRdmagwEnv, "1") // the spawned "rdmagw serve" is this binary
 	_, mport, _ := strings.Cut(g.MountAddr, ":")
-	base := []string{"-spawn-gateway", "-relay", "haproxy", "-backend", g.NFSAddr, "-mountport", mport, "-export", g.Export}
+	base := []string{"-spawn-gateway", "-relay", "haproxy", "-backend", g.NFSAddr, "-mountport", mport, "-export", g.Export, "-backend-pid", strconv.Itoa(g.Pid)}
 	if env := os.Getenv("RDMAGW_BENCH_ARGS"); env != "" {
 		var out bytes.Buffer
 		rc := run(append(append([]string{"bench"}, base...), strings.Fields(env)...), &out, os.Stderr)
@@ -134,7 +139,8 @@ func TestBenchRelay(t *testing.T) {
 		t.Fatalf("%d results, %d ratios; want 12, 8", len(got.Results), len(got.Ratios))
 	}
 	for _, r := range got.Results {
-		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || r.CtxSwitchesPerOp <= 0 || (r.Path != "gateway-p1" && r.Path != "gateway-p2" && r.Path != "haproxy") {
+		if r.Ops == 0 || r.Errors != 0 || r.CPUMicrosPerOp <= 0 || r.CtxSwitchesPerOp <= 0 || r.ClientCPUMicrosPerOp <= 0 || r.ServerCPUMicrosPerOp <= 0 ||
+			(r.Path != "gateway-p1" && r.Path != "gateway-p2" && r.Path != "haproxy") {
 			t.Errorf("result %+v", r)
 		}
 		// One in flight, every call is its own round: the gateway writes
@@ -146,7 +152,7 @@ func TestBenchRelay(t *testing.T) {
 		}
 	}
 	for i, r := range got.Ratios {
-		if want := []string{"gateway-p1", "gateway-p2"}[i%2]; r.Gateway != want || r.Versus != "haproxy" || r.CPUPerOp <= 0 {
+		if want := []string{"gateway-p1", "gateway-p2"}[i%2]; r.Gateway != want || r.Versus != "haproxy" || r.CPUPerOp <= 0 || r.AllCPUPerOp <= 0 {
 			t.Errorf("ratio %+v, want %s vs haproxy", r, want)
 		}
 	}

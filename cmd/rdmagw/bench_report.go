@@ -27,6 +27,19 @@ type benchRatio struct {
 	// CPUPerOp is the gateway's CPU per op divided by the relay's; 0
 	// when either is not measured.
 	CPUPerOp float64 `json:"cpu_per_op,omitempty"`
+	// AllCPUPerOp is the CPU per op of client, relay and server together
+	// (benchResult.ClientCPUMicrosPerOp...) on the gateway's path divided
+	// by the same on the other; 0 unless all six are measured.
+	AllCPUPerOp float64 `json:"all_cpu_per_op,omitempty"`
+}
+
+// allCPU is what an op cost the client, the relay and the server
+// together; 0 unless all three are measured.
+func (r *benchResult) allCPU() float64 {
+	if r.CPUMicrosPerOp <= 0 || r.ClientCPUMicrosPerOp <= 0 || r.ServerCPUMicrosPerOp <= 0 {
+		return 0
+	}
+	return r.ClientCPUMicrosPerOp + r.CPUMicrosPerOp + r.ServerCPUMicrosPerOp
 }
 
 // isGatewayPath tells the gateway's paths ("gateway", "gateway-p1"...)
@@ -45,6 +58,9 @@ func benchRatios(results []benchResult) []benchRatio {
 					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros}
 				if g.CPUMicrosPerOp > 0 && d.CPUMicrosPerOp > 0 {
 					r.CPUPerOp = g.CPUMicrosPerOp / d.CPUMicrosPerOp
+				}
+				if ga, da := g.allCPU(), d.allCPU(); ga > 0 && da > 0 {
+					r.AllCPUPerOp = ga / da
 				}
 				out = append(out, r)
 				break
@@ -74,6 +90,8 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 		fmt.Fprintln(w, "    not recvfrom, sendto, recvmsg, sendmsg, splice, epoll_wait, futex; -syscalls perf counts them all)")
 	}
 	fmt.Fprintln(w, "  ctx sw: voluntary + nonvoluntary context switches of its threads (/proc/<pid>/task/*/status)")
+	fmt.Fprintln(w, "  client, server: the CPU of this bench process (the NFS client of the path) and of the -backend-pid server;")
+	fmt.Fprintln(w, "    all CPU per op: client + relay + server, gateway path / other path (what bounds throughput on shared cores)")
 	for _, g := range info.Gateways {
 		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)
 	}
@@ -91,22 +109,24 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\t")
+	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\tclient µs/op\tserver µs/op\t")
 	for _, r := range results {
 		sys, cs := "-", "-"
 		if r.CPUMicrosPerOp > 0 {
 			sys, cs = fmt.Sprintf("%.2f", r.SyscallsPerOp), fmt.Sprintf("%.2f", r.CtxSwitchesPerOp)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
-			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"), sys, cs)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
+			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"), sys, cs,
+			cpuCell(r.ClientCPUMicrosPerOp, "%.1f"), cpuCell(r.ServerCPUMicrosPerOp, "%.1f"))
 	}
 	tw.Flush()
 	if ratios := benchRatios(results); len(ratios) > 0 {
 		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\t")
+		fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
 		for _, r := range ratios {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t\n", r.Gateway, r.Op, r.InFlight, r.Throughput, r.P50, r.P99, cpuCell(r.CPUPerOp, "%.2fx"))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, r.Throughput, r.P50, r.P99,
+				cpuCell(r.CPUPerOp, "%.2fx"), cpuCell(r.AllCPUPerOp, "%.2fx"))
 		}
 		tw.Flush()
 	}

@@ -90,6 +90,14 @@ type benchResult struct {
 	// per operation, measured when CPUMicrosPerOp is.
 	SyscallsPerOp    float64 `json:"syscalls_per_op"`
 	CtxSwitchesPerOp float64 `json:"ctx_switches_per_op"`
+	// ClientCPUMicrosPerOp is the bench process's own CPU per op over
+	// the run: its NFS client on this path (over RDMA to a gateway, over
+	// TCP to a relay or the server). ServerCPUMicrosPerOp is the backend
+	// server's (-backend-pid; 0 when not known). With the relay's they
+	// are all the CPU an op costs on this machine: where client, relay
+	// and server share the cores, their sum bounds the throughput.
+	ClientCPUMicrosPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
+	ServerCPUMicrosPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 	// SyscallsByKind (-syscalls perf) is SyscallsPerOp split by call:
 	// read, writev, recvfrom, epoll_pwait, futex, nanosleep...
 	SyscallsByKind map[string]float64 `json:"syscalls_per_op_by_kind,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 
 	"github.com/rdmagw/rdmagw/internal/sockwrite"
 )
@@ -47,12 +48,13 @@ type RecordWriter struct {
 
 	three [3][]byte // WriteRecord's head, payload, tail as a vector for WriteRecordv
 
-	try sockwrite.Writer // TryFlush's writes (recordwriter_try.go)
+	try sockwrite.Writer // TryFlush's and Flush's writes (recordwriter_try.go)
+	rc  syscall.RawConn  // w's, when w is a *net.TCPConn: Flush writes through it
 }
 
 // NewRecordWriter returns a RecordWriter over w; c may be nil.
 func NewRecordWriter(w io.Writer, c *WriterConfig) *RecordWriter {
-	rw := &RecordWriter{w: w, maxFrag: MaxFragmentLen}
+	rw := &RecordWriter{w: w, maxFrag: MaxFragmentLen, rc: rawConn(w)}
 	if c != nil && c.MaxFragment > 0 && c.MaxFragment < MaxFragmentLen {
 		rw.maxFrag = c.MaxFragment
 	}
@@ -64,7 +66,7 @@ func NewRecordWriter(w io.Writer, c *WriterConfig) *RecordWriter {
 // Reset makes rw write to w, clearing any sticky error and any records
 // queued and not flushed, and keeping its storage.
 func (rw *RecordWriter) Reset(w io.Writer) {
-	rw.w, rw.err = w, nil
+	rw.w, rw.err, rw.rc = w, nil, rawConn(w)
 	rw.forget()
 }
 
@@ -84,4 +86,19 @@ func (rw *RecordWriter) WriteRecord(head, payload, tail []byte) error {
 	err := rw.WriteRecordv(rw.three[:])
 	rw.three = [3][]byte{} // keep no reference to the caller's buffers
 	return err
+}
+
+// rawConn is w's syscall.RawConn when w is a TCP connection, which Flush
+// then writes through with internal/sockwrite (small writes as raw
+// system calls: internal/nbcall); nil otherwise.
+func rawConn(w io.Writer) syscall.RawConn {
+	tc, ok := w.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }

@@ -85,8 +85,8 @@ func (rw *RecordWriter) AppendRecordv(vec [][]byte) error {
 func (rw *RecordWriter) Queued() int { return rw.queued }
 
 // Flush writes the queued records with one vectored write (writev on a
-// *net.TCPConn; the kernel's IOV_MAX may split a very long batch into
-// several) and forgets them. With nothing queued it writes nothing. After
+// *net.TCPConn, through internal/sockwrite; the kernel's IOV_MAX may
+// split a very long batch into several) and forgets them. With nothing queued it writes nothing. After
 // a write error the stream may end inside a record: the error is sticky.
 func (rw *RecordWriter) Flush() error {
 	if rw.queued == 0 {
@@ -95,7 +95,12 @@ func (rw *RecordWriter) Flush() error {
 	if rw.bufs == nil { // else TryFlush left the rest of them
 		rw.bufs = rw.iov
 	}
-	_, err := rw.bufs.WriteTo(rw.w)
+	var err error
+	if rw.rc != nil {
+		_, err = rw.try.WriteAll(rw.rc, rw.bufs)
+	} else {
+		_, err = rw.bufs.WriteTo(rw.w)
+	}
 	rw.forget()
 	if err != nil {
 		rw.err = err

@@ -11,7 +11,8 @@
 // between two calls is forgotten, and only a read can tell.
 //
 // Reader.Run makes one RawConn.Read call for as long as its Consumer has
-// work. Inside it the readiness is reset once; each read is a recvmsg
+// work, and each read into a buffer of up to internal/nbcall's RawMax is
+// a raw system call, which keeps the goroutine's P. Inside it the readiness is reset once; each read is a recvmsg
 // with TCP_INQ (Linux 4.18), whose answer says how many bytes the socket
 // still holds after it, or 1 once the peer's FIN is in: after a read that
 // left 0 the next wait goes straight to the poller. Nothing is lost: the
@@ -43,6 +44,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmagw/rdmagw/internal/nbcall"
 )
 
 // Consumer is the work a Reader runs between reads.
@@ -152,14 +155,17 @@ func (r *Reader) step(fd uintptr) bool {
 // 1 once the FIN is in), or -1 when unknown.
 func (r *Reader) read(fd uintptr, p []byte) (n, left int, err error) {
 	if !r.inq {
-		n, err = unix.Read(int(fd), p)
-		return n, -1, err
+		m, e := nbcall.Call(len(p), unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if e != 0 {
+			return 0, -1, e
+		}
+		return int(m), -1, nil
 	}
 	r.iov.Base = unsafe.SliceData(p)
 	r.iov.SetLen(len(p))
 	r.msg.Control = &r.oob[0]
 	r.msg.SetControllen(len(r.oob))
-	m, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
+	m, e := nbcall.Call(len(p), unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
 	r.iov.Base = nil
 	if e != 0 {
 		return 0, -1, e

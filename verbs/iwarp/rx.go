@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rdmagw/rdmagw/internal/nbcall"
 	"github.com/rdmagw/rdmagw/internal/sockread"
 	"github.com/rdmagw/rdmagw/verbs"
 	"golang.org/x/sys/unix"
@@ -128,7 +129,7 @@ func (x *rxState) readFull(p []byte) error {
 		if x.w == len(x.buf) {
 			x.grow() // the last read filled it (the buffer is drained here)
 		}
-		m, err := x.c.tc.Read(x.buf)
+		m, err := x.readBuf()
 		x.smallReads = 0
 		x.w = m
 		k := copy(p, x.buf[:m])
@@ -160,6 +161,26 @@ func (x *rxState) shrink() {
 		x.big, x.buf = nil, x.small
 		x.bulk.Store(false)
 	}
+}
+
+// readBuf reads into the whole buffer as tc.Read would (waiting on the
+// poller; io.EOF once the peer closed), through the raw connection, so
+// that a small read is a raw system call (internal/nbcall).
+func (x *rxState) readBuf() (int, error) {
+	x.iov[0] = unix.Iovec{Base: unsafe.SliceData(x.buf)}
+	x.iov[0].SetLen(len(x.buf))
+	x.iov[1] = unix.Iovec{}
+	x.rawN, x.rawErr = 0, nil
+	if err := x.c.rc.Read(x.rawRead); err != nil {
+		return 0, err
+	}
+	if x.rawErr != nil {
+		return 0, x.rawErr
+	}
+	if x.rawN == 0 {
+		return 0, io.EOF
+	}
+	return x.rawN, nil
 }
 
 // readDirect fills p, which the buffer has nothing more for, with readv
@@ -198,7 +219,7 @@ func (x *rxState) readDirect(p []byte) error {
 // socket) on EAGAIN.
 func (x *rxState) readvRaw(fd uintptr) bool {
 	for {
-		n, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(&x.iov[0])), uintptr(len(x.iov)))
+		n, e := nbcall.Call(int(x.iov[0].Len+x.iov[1].Len), unix.SYS_READV, fd, uintptr(unsafe.Pointer(&x.iov[0])), uintptr(len(x.iov)))
 		switch e {
 		case 0:
 			x.rawN = int(n)

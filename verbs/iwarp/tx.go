@@ -3,7 +3,6 @@ package iwarp
 import (
 	"encoding/binary"
 	"errors"
-	"net"
 	"slices"
 	"sync/atomic"
 
@@ -39,8 +38,7 @@ var (
 
 type txState struct {
 	c     *conn
-	wbuf  net.Buffers // handed to WriteTo; a field so taking its address does not allocate
-	iov   []([]byte)  // fixed-capacity backing for wbuf
+	iov   []([]byte) // the batch's gather list (fixed capacity)
 	hdr   [batchFPDUs][fpduLenField + ddpUntaggedLen]byte
 	trl   [batchFPDUs][3 + fpduCRCLen]byte
 	nf    int
@@ -61,7 +59,7 @@ type txState struct {
 	inline       bool         // the batch is built for one non-blocking write
 	pending      pendingPhase // what the goroutine must finish of an inline round
 	pendingRound txRound
-	raw          sockwrite.Writer // flushNow's writes that never wait
+	raw          sockwrite.Writer // the batch's writes: flushNow's never wait, flush's do
 
 	// Rounds written by the goroutine and inline (for tests: a wake-up
 	// per message shows as goroutine rounds).
@@ -90,8 +88,7 @@ func (t *txState) flush() error {
 	if t.inline {
 		return t.flushNow()
 	}
-	t.wbuf = t.iov
-	_, err := t.wbuf.WriteTo(t.c.tc)
+	_, err := t.raw.WriteAll(t.c.rc, t.iov)
 	t.iov = t.iov[:0]
 	t.nf, t.bytes, t.nrr = 0, 0, 0
 	if err != nil {

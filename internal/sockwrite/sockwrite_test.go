@@ -14,23 +14,9 @@ import (
 // what fits and then reports 0 written, and every byte it said it wrote
 // arrives, in order.
 func TestWritevNeverWaits(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	c.(*net.TCPConn).SetWriteBuffer(4096)
-	rc, err := c.(*net.TCPConn).SyscallConn()
+	c, peer := pair(t)
+	c.SetWriteBuffer(4096)
+	rc, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}

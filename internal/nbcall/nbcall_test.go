@@ -2,6 +2,9 @@ package nbcall
 
 import (
 	"bytes"
+	"os"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -34,6 +37,58 @@ func TestCall(t *testing.T) {
 		}
 		if n, e = Call(size, unix.SYS_READ, uintptr(fds[1]), uintptr(unsafe.Pointer(&out[0])), uintptr(len(out))); e != unix.EAGAIN {
 			t.Fatalf("size %d: read of an empty socket: %d, %v; want EAGAIN", size, n, e)
+		}
+	}
+}
+
+// A small call keeps its goroutine's P for its whole length, and a bulk
+// one gives it up: with one P, a goroutine that only counts runs during
+// a long call (a 64 MiB read of /dev/zero, standing for a kernel copy)
+// made as a bulk call, and not at all during the same call made as a
+// small one.
+func TestCallKeepsP(t *testing.T) {
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer zero.Close()
+	buf := make([]byte, 64<<20)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var count atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				count.Add(1)
+			}
+		}
+	}()
+	for count.Load() == 0 {
+		runtime.Gosched()
+	}
+	during := func(n int) int64 {
+		c0 := count.Load()
+		if _, e := Call(n, unix.SYS_READ, zero.Fd(), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf))); e != 0 {
+			t.Fatalf("read: %v", e)
+		}
+		return count.Load() - c0
+	}
+	var d int64
+	for range 40 { // sysmon takes the P once it sees the call last (up to 10 ms)
+		if d = during(RawMax + 1); d > 0 {
+			break
+		}
+	}
+	if d == 0 {
+		t.Errorf("a bulk call kept the only P: the counter never ran during it")
+	}
+	for range 20 { // a call made the ordinary way would lose the P in some of them
+		if d := during(1); d != 0 {
+			t.Fatalf("a small call gave up the only P: the counter ran %d times during it", d)
 		}
 	}
 }

@@ -43,9 +43,8 @@ func TestCall(t *testing.T) {
 
 // A small call keeps its goroutine's P for its whole length, and a bulk
 // one gives it up: with one P, a goroutine that only counts runs during
-// a long call (a 64 MiB read of /dev/zero, standing for a kernel copy)
-// made as a bulk call, and not at all during the same call made as a
-// small one.
+// a long call (a read of /dev/zero, standing for a kernel copy) made as
+// a bulk call, and not at all during such a call made as a small one.
 func TestCallKeepsP(t *testing.T) {
 	zero, err := os.Open("/dev/zero")
 	if err != nil {
@@ -70,24 +69,30 @@ func TestCallKeepsP(t *testing.T) {
 	for count.Load() == 0 {
 		runtime.Gosched()
 	}
-	during := func(n int) int64 {
+	during := func(n int, b []byte, fresh bool) int64 {
+		if fresh {
+			// A goroutine that ran 10 ms without a break is preempted
+			// as soon as it can be, which could be right after the call
+			// and before the second count: start afresh.
+			runtime.Gosched()
+		}
 		c0 := count.Load()
-		if _, e := Call(n, unix.SYS_READ, zero.Fd(), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf))); e != 0 {
+		if _, e := Call(n, unix.SYS_READ, zero.Fd(), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))); e != 0 {
 			t.Fatalf("read: %v", e)
 		}
 		return count.Load() - c0
 	}
 	var d int64
 	for range 40 { // sysmon takes the P once it sees the call last (up to 10 ms)
-		if d = during(RawMax + 1); d > 0 {
+		if d = during(RawMax+1, buf, false); d > 0 {
 			break
 		}
 	}
 	if d == 0 {
 		t.Errorf("a bulk call kept the only P: the counter never ran during it")
 	}
-	for range 20 { // a call made the ordinary way would lose the P in some of them
-		if d := during(1); d != 0 {
+	for range 40 { // a call made the ordinary way would lose the P in some of them
+		if d := during(1, buf[:8<<20], true); d != 0 { // a few ms: never preempted
 			t.Fatalf("a small call gave up the only P: the counter ran %d times during it", d)
 		}
 	}

@@ -86,8 +86,9 @@ func (rw *RecordWriter) Queued() int { return rw.queued }
 
 // Flush writes the queued records with one vectored write (writev on a
 // *net.TCPConn, through internal/sockwrite; the kernel's IOV_MAX may
-// split a very long batch into several) and forgets them. With nothing queued it writes nothing. After
-// a write error the stream may end inside a record: the error is sticky.
+// split a very long batch into several) and forgets them. With nothing
+// queued it writes nothing. After a write error the stream may end
+// inside a record: the error is sticky.
 func (rw *RecordWriter) Flush() error {
 	if rw.queued == 0 {
 		return rw.err

@@ -104,7 +104,7 @@ func readProcUsage(pid int) (procUsage, error) {
 // perOp is what a process used from u0 to u1 divided by ops.
 func perOp(u0, u1 procUsage, ops int64) (cpuMicros, syscalls, ctxSwitches float64) {
 	n := float64(ops)
-	return float64((u1.cpu - u0.cpu).Nanoseconds()) / 1e3 / n, float64(u1.syscalls-u0.syscalls) / n, float64(u1.ctxSwitches-u0.ctxSwitches) / n
+	return cpuPerOp(u0.cpu, u1.cpu, ops), float64(u1.syscalls-u0.syscalls) / n, float64(u1.ctxSwitches-u0.ctxSwitches) / n
 }
 
 // peerCPU is the CPU process pid has used so far (utime+stime), or -1

@@ -12,10 +12,11 @@
 //
 // Reader.Run makes one RawConn.Read call for as long as its Consumer has
 // work, and each read into a buffer of up to internal/nbcall's RawMax is
-// a raw system call, which keeps the goroutine's P. Inside it the readiness is reset once; each read is a recvmsg
-// with TCP_INQ (Linux 4.18), whose answer says how many bytes the socket
-// still holds after it, or 1 once the peer's FIN is in: after a read that
-// left 0 the next wait goes straight to the poller. Nothing is lost: the
+// a raw system call, which keeps the goroutine's P. Inside the call the
+// readiness is reset once; each read is a recvmsg with TCP_INQ (Linux
+// 4.18), whose answer says how many bytes the socket still holds after
+// it, or 1 once the peer's FIN is in: after a read that left 0 the next
+// wait goes straight to the poller. Nothing is lost: the
 // descriptor is registered edge-triggered, every segment queued after
 // that read raises an edge, and the runtime keeps an edge that comes
 // while the goroutine is busy (pdReady) until the wait consumes it, so

@@ -43,19 +43,8 @@ type Writer struct {
 // EINTR is retried; another failure is err (an *os.SyscallError, or
 // rc's error when the connection is closed).
 func (w *Writer) Writev(rc syscall.RawConn, bufs [][]byte) (n, tried int, err error) {
-	w.iov = w.iov[:0]
-	for _, b := range bufs {
-		if len(w.iov) == IOVMax {
-			break
-		}
-		if len(b) > 0 {
-			v := unix.Iovec{Base: unsafe.SliceData(b)}
-			v.SetLen(len(b))
-			w.iov = append(w.iov, v)
-			tried += len(b)
-		}
-	}
-	if len(w.iov) == 0 {
+	tried = w.load(bufs, IOVMax)
+	if tried == 0 {
 		return 0, 0, nil
 	}
 	if w.fn == nil {
@@ -68,6 +57,25 @@ func (w *Writer) Writev(rc syscall.RawConn, bufs [][]byte) (n, tried int, err er
 		return 0, tried, err
 	}
 	return w.n, tried, w.err
+}
+
+// load makes w.iov the iovecs of the non-empty slices of bufs, at most
+// limit of them, and returns their length in bytes.
+func (w *Writer) load(bufs [][]byte, limit int) int {
+	w.iov = w.iov[:0]
+	n := 0
+	for _, b := range bufs {
+		if len(w.iov) == limit {
+			break
+		}
+		if len(b) > 0 {
+			v := unix.Iovec{Base: unsafe.SliceData(b)}
+			v.SetLen(len(b))
+			w.iov = append(w.iov, v)
+			n += len(b)
+		}
+	}
+	return n
 }
 
 // writev is the RawConn.Write callback: one writev, never waiting.
@@ -95,16 +103,7 @@ func (w *Writer) writev(fd uintptr) bool {
 // *os.SyscallError, or rc's: the connection closed, the deadline
 // passed). bufs is not modified.
 func (w *Writer) WriteAll(rc syscall.RawConn, bufs [][]byte) (int64, error) {
-	w.iov = w.iov[:0]
-	w.try = 0
-	for _, b := range bufs {
-		if len(b) > 0 {
-			v := unix.Iovec{Base: unsafe.SliceData(b)}
-			v.SetLen(len(b))
-			w.iov = append(w.iov, v)
-			w.try += len(b)
-		}
-	}
+	w.try = w.load(bufs, len(bufs))
 	if w.try == 0 {
 		return 0, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,12 +15,7 @@ import (
 // what fits and then reports 0 written, and every byte it said it wrote
 // arrives, in order.
 func TestWritevNeverWaits(t *testing.T) {
-	c, peer := pair(t)
-	c.SetWriteBuffer(4096)
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, peer, rc := pair(t, 4096)
 	var w Writer
 	var sent []byte
 	chunk := make([]byte, 1000)
@@ -59,8 +55,9 @@ func TestWritevNeverWaits(t *testing.T) {
 	}
 }
 
-// pair is both ends of a loopback TCP connection.
-func pair(t *testing.T) (c, peer *net.TCPConn) {
+// pair is both ends of a loopback TCP connection, c with a send buffer
+// of wbuf bytes, and c's RawConn.
+func pair(t *testing.T, wbuf int) (c, peer *net.TCPConn, rc syscall.RawConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +73,12 @@ func pair(t *testing.T) (c, peer *net.TCPConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close(); pc.Close() })
-	return cc.(*net.TCPConn), pc.(*net.TCPConn)
+	c = cc.(*net.TCPConn)
+	c.SetWriteBuffer(wbuf)
+	if rc, err = c.SyscallConn(); err != nil {
+		t.Fatal(err)
+	}
+	return c, pc.(*net.TCPConn), rc
 }
 
 // WriteAll writes everything, in order, across more slices than one
@@ -84,12 +86,7 @@ func pair(t *testing.T) (c, peer *net.TCPConn) {
 // reads slowly, without touching the caller's slices; a write deadline
 // ends a wait for a peer that reads nothing.
 func TestWriteAll(t *testing.T) {
-	c, peer := pair(t)
-	c.SetWriteBuffer(8192)
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, peer, rc := pair(t, 8192)
 	var want []byte
 	var bufs [][]byte
 	for i := range 3*IOVMax + 7 {

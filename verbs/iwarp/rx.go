@@ -164,24 +164,8 @@ func (x *rxState) shrink() {
 }
 
 // readBuf reads into the whole buffer as tc.Read would (waiting on the
-// poller; io.EOF once the peer closed), through the raw connection, so
-// that a small read is a raw system call (internal/nbcall).
-func (x *rxState) readBuf() (int, error) {
-	x.iov[0] = unix.Iovec{Base: unsafe.SliceData(x.buf)}
-	x.iov[0].SetLen(len(x.buf))
-	x.iov[1] = unix.Iovec{}
-	x.rawN, x.rawErr = 0, nil
-	if err := x.c.rc.Read(x.rawRead); err != nil {
-		return 0, err
-	}
-	if x.rawErr != nil {
-		return 0, x.rawErr
-	}
-	if x.rawN == 0 {
-		return 0, io.EOF
-	}
-	return x.rawN, nil
-}
+// poller; io.EOF once the peer closed), through readv.
+func (x *rxState) readBuf() (int, error) { return x.readv(x.buf, nil) }
 
 // readDirect fills p, which the buffer has nothing more for, with readv
 // calls into p and the buffer: what the socket holds beyond p (the
@@ -189,33 +173,45 @@ func (x *rxState) readBuf() (int, error) {
 func (x *rxState) readDirect(p []byte) error {
 	x.r, x.w = 0, 0
 	for len(p) > 0 {
-		x.iov[0] = unix.Iovec{Base: unsafe.SliceData(p)}
-		x.iov[0].SetLen(len(p))
-		x.iov[1] = unix.Iovec{Base: unsafe.SliceData(x.buf)}
-		x.iov[1].SetLen(len(x.buf))
 		x.startTx()
-		x.rawN, x.rawErr = 0, nil
 		x.smallReads = 0
-		if err := x.c.rc.Read(x.rawRead); err != nil {
+		n, err := x.readv(p, x.buf)
+		if err != nil {
 			return err
 		}
-		if x.rawErr != nil {
-			return x.rawErr
+		if n > len(p) {
+			x.w = n - len(p)
+			n = len(p)
 		}
-		if x.rawN == 0 {
-			return io.EOF
-		}
-		if x.rawN > len(p) {
-			x.w = x.rawN - len(p)
-			x.rawN = len(p)
-		}
-		p = p[x.rawN:]
+		p = p[n:]
 	}
-	clear(x.iov[:])
 	return nil
 }
 
-// readvRaw is readDirect's RawConn.Read callback: false (wait for the
+// readv makes one readv into a and then b (either may be empty) through
+// the raw connection, waiting on the poller while the socket is empty: a
+// small read is a raw system call (internal/nbcall). It returns the
+// bytes read (n > 0), io.EOF once the peer closed, or the failure.
+func (x *rxState) readv(a, b []byte) (int, error) {
+	x.iov[0] = unix.Iovec{Base: unsafe.SliceData(a)}
+	x.iov[0].SetLen(len(a))
+	x.iov[1] = unix.Iovec{Base: unsafe.SliceData(b)}
+	x.iov[1].SetLen(len(b))
+	x.rawN, x.rawErr = 0, nil
+	err := x.c.rc.Read(x.rawRead)
+	clear(x.iov[:]) // keep no reference to the caller's buffer
+	switch {
+	case err != nil:
+		return 0, err
+	case x.rawErr != nil:
+		return 0, x.rawErr
+	case x.rawN == 0:
+		return 0, io.EOF
+	}
+	return x.rawN, nil
+}
+
+// readvRaw is readv's RawConn.Read callback: false (wait for the
 // socket) on EAGAIN.
 func (x *rxState) readvRaw(fd uintptr) bool {
 	for {

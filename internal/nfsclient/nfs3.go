@@ -158,7 +158,9 @@ type WriteResult struct {
 // Write writes data at off with the given stable_how.
 func (c *V3) Write(ctx context.Context, fh []byte, off uint64, data []byte, stable uint32) (WriteResult, error) {
 	var r WriteResult
-	args, err := encodeArgs(fixedArgs+len(data), func(e *xdr.Encoder) {
+	buf := getBulkArgs(fixedArgs + len(data))
+	defer bulkArgs.Put(buf)
+	args, err := encodeArgsInto(*buf, func(e *xdr.Encoder) {
 		e.PutOpaque(fh)
 		e.PutUint64(off)
 		e.PutUint32(uint32(len(data)))

@@ -57,17 +57,15 @@ func (t *RDMA) Close() error { return t.conn.Close() }
 // Call implements Transport.
 func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) ([]byte, error) {
 	xid := t.xids.get()
-	call := make([]byte, maxCallHeader, maxCallHeader+len(args))
-	head, err := encodeCallHeader(call, xid, prog, vers, proc)
+	var hb [maxCallHeader]byte
+	head, err := encodeCallHeader(hb[:], xid, prog, vers, proc)
 	if err != nil {
 		return nil, err
 	}
-	call = append(call[:len(head)], args...)
-
 	var msg rdmarpc.Message
 	msg.Reset()
 	msg.XID = xid
-	if err := splitCall(&msg, call, len(head), prog, vers, proc); err != nil {
+	if err := splitCall(&msg, head, args, prog, vers, proc); err != nil {
 		return nil, err
 	}
 	var rooms [ulb.MaxItems]int
@@ -90,32 +88,35 @@ func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) (
 	return parseReply(reply, prog, vers, proc)
 }
 
-// splitCall puts call (RPC header of hdrLen bytes, then the arguments)
-// into msg, each DDP-eligible item's body as its own Item piece.
-func splitCall(msg *rdmarpc.Message, call []byte, hdrLen int, prog, vers, proc uint32) error {
+// splitCall puts the call (RPC header head, then the arguments args) into
+// msg, each DDP-eligible item's body as its own Item piece. The pieces
+// point into head and args, which the requester copies into registered
+// memory when it sends the call: the arguments are not copied here.
+func splitCall(msg *rdmarpc.Message, head, args []byte, prog, vers, proc uint32) error {
+	msg.Append(rdmarpc.Piece{Data: head})
 	var w ulb.Walker
 	if err := w.Reset(ulb.Call, prog, vers, proc); err != nil {
 		// No binding (not an NFS-family program): all inline.
-		msg.Append(rdmarpc.Piece{Data: call})
+		msg.Append(rdmarpc.Piece{Data: args})
 		return nil
 	}
-	start, off := 0, hdrLen // call[start:off] is inline not yet appended
+	start, off := 0, 0 // args[start:off] is inline not yet appended
 	for {
-		st, err := w.Next(call[off:])
+		st, err := w.Next(args[off:])
 		if err != nil {
 			return fmt.Errorf("nfsclient: our own call does not walk: %w", err)
 		}
 		switch st.Kind {
 		case ulb.StepDone:
-			msg.Append(rdmarpc.Piece{Data: call[start:]})
+			msg.Append(rdmarpc.Piece{Data: args[start:]})
 			return nil
 		case ulb.StepNeedMore:
 			return fmt.Errorf("nfsclient: our own call is truncated (need %d bytes)", st.Need)
 		}
 		it := st.Item
 		body := off + it.Offset
-		msg.Append(rdmarpc.Piece{Data: call[start:body]})
-		msg.Append(rdmarpc.Piece{Data: call[body : body+it.Length], Item: true})
+		msg.Append(rdmarpc.Piece{Data: args[start:body]})
+		msg.Append(rdmarpc.Piece{Data: args[body : body+it.Length], Item: true})
 		off = body + it.Length + it.Pad
 		start = off
 	}

@@ -55,6 +55,7 @@ type benchOptions struct {
 	profileOp      string        // the workload profiled
 	profileDepth   int           // at this many in flight
 	anchors        []benchAnchor // -anchors: Go TCP relays measured beside haproxy
+	rounds         int           // -rounds: each workload this many times on every path, alternated
 }
 
 // benchFlagText holds the flags that parseBenchFlags converts after
@@ -120,6 +121,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	clientCompletionFlag(fs, &o.clientCompl)
 	fs.StringVar(&o.gatewayCompl, "send-completion", "", "with -spawn-gateway: the gateways' rdma.send_completion (transmit or placement; empty: the gateway's default)")
 	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS[:WORKERS],... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS, WORKERS (epoll) its threads if fewer than PROCS")
+	fs.IntVar(&o.rounds, "rounds", 1, "run every workload this many times on every path, alternating the paths (ABBA: in even rounds the other path goes first), and report each round's ratios and their median (min-max): the spread says how much of a difference is noise")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
 	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
@@ -194,6 +196,8 @@ func (o *benchOptions) checkExtras() error {
 		return fmt.Errorf("-syscalls %q: want io or perf", o.syscalls)
 	case o.burn < 0:
 		return errors.New("-burn must not be negative")
+	case o.rounds < 1:
+		return errors.New("-rounds must be at least 1")
 	case o.gatewayProcs != nil && !o.spawnGateway:
 		return errors.New("-gateway-procs sets the spawned gateway's runtime.procs: with -spawn-gateway only")
 	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
@@ -274,6 +278,7 @@ type benchInfo struct {
 	Syscalls   string         `json:"syscalls_counted"`      // "io": read/write family (/proc/<pid>/io); "perf": every call
 	CPUProfile string         `json:"cpu_profile,omitempty"` // "op@in-flight file"
 	Anchors    []benchAnchor  `json:"anchors,omitempty"`     // -anchors, after the direct path
+	Rounds     int            `json:"rounds"`                // -rounds: every workload this many times on every path
 }
 
 // benchGateway is a gateway process the bench started, and the path
@@ -299,11 +304,13 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	if err := st.start(o, info, log); err != nil {
 		return nil, nil, err
 	}
-	budget := time.Duration(len(o.ops)*len(o.concurrency)*2)*o.duration + 5*time.Minute
+	npaths := max(len(o.gatewayProcs), 1) + 1 + len(o.anchors)
+	budget := time.Duration(len(o.ops)*len(o.concurrency)*npaths*o.rounds)*o.duration + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	printBenchHeader(progress, o, info)
 
+	info.Rounds = o.rounds
 	paths, err := dialBenchPaths(ctx, o, info)
 	if err != nil {
 		return nil, nil, err
@@ -324,12 +331,14 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	}
 	for _, op := range o.ops {
 		for _, n := range o.concurrency {
-			for _, p := range paths {
-				r, err := measure(ctx, o, st, info, p, op, n, progress)
-				if err != nil {
-					return nil, nil, err
+			for round := 1; round <= o.rounds; round++ {
+				for _, p := range roundOrder(paths, round) {
+					r, err := measure(ctx, o, st, info, p, op, n, round, progress)
+					if err != nil {
+						return nil, nil, err
+					}
+					results = append(results, r)
 				}
-				results = append(results, r)
 			}
 		}
 	}
@@ -375,12 +384,26 @@ func openBenchTargets(ctx context.Context, paths []*benchPath, bf *benchFile, si
 	return nil
 }
 
-// measure runs workload op at n in flight on path p; with -cpuprofile it
-// profiles the gateway meanwhile if this is the run asked for.
-func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchInfo, p *benchPath, op benchOp, n int, progress io.Writer) (benchResult, error) {
+// roundOrder is the order of the paths in a round: as dialed in odd
+// rounds, reversed in even ones (ABBA), so that a drift of the machine
+// over the run (another tenant, a warming cache) does not always favour
+// the same path.
+func roundOrder(paths []*benchPath, round int) []*benchPath {
+	if round%2 == 1 {
+		return paths
+	}
+	rev := slices.Clone(paths)
+	slices.Reverse(rev)
+	return rev
+}
+
+// measure runs workload op at n in flight on path p (in the given
+// round); with -cpuprofile it profiles the gateway meanwhile if this is
+// the run asked for (in the first round).
+func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchInfo, p *benchPath, op benchOp, n, round int, progress io.Writer) (benchResult, error) {
 	run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
 	var prof chan error
-	if o.cpuprofile != "" && p.profiled && op.name == o.profileOp && n == o.profileDepth {
+	if o.cpuprofile != "" && p.profiled && op.name == o.profileOp && n == o.profileDepth && round == 1 {
 		prof = make(chan error, 1)
 		secs := max(1, int(o.duration.Seconds()))
 		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
@@ -397,6 +420,7 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 	u0, measured := p.usage()
 	c0, s0 := peerCPU(os.Getpid()), peerCPU(o.backendPID)
 	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
+	r.Round = round
 	if measured && r.Ops > 0 {
 		if u1, ok := p.usage(); ok && u1.cpu >= u0.cpu {
 			r.CPUProcess = p.proc

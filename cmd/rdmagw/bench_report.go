@@ -20,6 +20,7 @@ type benchRatio struct {
 	Gateway    string  `json:"gateway"` // the gateway's path (several with -gateway-procs 1,2), or an anchor's
 	Op         string  `json:"op"`
 	InFlight   int     `json:"in_flight"`
+	Round      int     `json:"round"`      // the round both results come from (-rounds)
 	Versus     string  `json:"versus"`     // the other path's name
 	Throughput float64 `json:"throughput"` // gateway ops/s divided by the other path's
 	P50        float64 `json:"p50_latency"`
@@ -53,8 +54,8 @@ func benchRatios(results []benchResult) []benchRatio {
 			continue
 		}
 		for _, d := range results {
-			if d.Op == g.Op && d.InFlight == g.InFlight && !isGatewayPath(d.Path) && !isAnchorPath(d.Path) && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
-				r := benchRatio{Gateway: g.Path, Op: g.Op, InFlight: g.InFlight, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
+			if d.Op == g.Op && d.InFlight == g.InFlight && d.Round == g.Round && !isGatewayPath(d.Path) && !isAnchorPath(d.Path) && d.OpsPerSec > 0 && d.P50Micros > 0 && d.P99Micros > 0 {
+				r := benchRatio{Gateway: g.Path, Op: g.Op, InFlight: g.InFlight, Round: g.Round, Versus: d.Path, Throughput: g.OpsPerSec / d.OpsPerSec,
 					P50: g.P50Micros / d.P50Micros, P99: g.P99Micros / d.P99Micros}
 				if g.CPUMicrosPerOp > 0 && d.CPUMicrosPerOp > 0 {
 					r.CPUPerOp = g.CPUMicrosPerOp / d.CPUMicrosPerOp
@@ -68,6 +69,89 @@ func benchRatios(results []benchResult) []benchRatio {
 		}
 	}
 	return out
+}
+
+// benchSpread is one ratio over the rounds of -rounds: the median and
+// the lowest and highest round (0 when a round did not measure it).
+type benchSpread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// benchRatioRounds is a gateway path's ratios for one workload at one
+// in-flight level over all the rounds.
+type benchRatioRounds struct {
+	Gateway     string      `json:"gateway"`
+	Op          string      `json:"op"`
+	InFlight    int         `json:"in_flight"`
+	Versus      string      `json:"versus"`
+	Rounds      int         `json:"rounds"`
+	Throughput  benchSpread `json:"throughput"`
+	P50         benchSpread `json:"p50_latency"`
+	P99         benchSpread `json:"p99_latency"`
+	CPUPerOp    benchSpread `json:"cpu_per_op"`
+	AllCPUPerOp benchSpread `json:"all_cpu_per_op"`
+}
+
+// benchRoundSpreads gathers the per-round ratios of each gateway path,
+// workload and in-flight level, in the order they first appear.
+func benchRoundSpreads(ratios []benchRatio) []benchRatioRounds {
+	type key struct {
+		gw, op string
+		n      int
+	}
+	var order []key
+	byKey := map[key][]benchRatio{}
+	for _, r := range ratios {
+		k := key{r.Gateway, r.Op, r.InFlight}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	out := make([]benchRatioRounds, 0, len(order))
+	for _, k := range order {
+		rs := byKey[k]
+		pick := func(f func(*benchRatio) float64) benchSpread {
+			var v []float64
+			for i := range rs {
+				if x := f(&rs[i]); x > 0 {
+					v = append(v, x)
+				}
+			}
+			return spreadOf(v)
+		}
+		out = append(out, benchRatioRounds{Gateway: k.gw, Op: k.op, InFlight: k.n, Versus: rs[0].Versus, Rounds: len(rs),
+			Throughput:  pick(func(r *benchRatio) float64 { return r.Throughput }),
+			P50:         pick(func(r *benchRatio) float64 { return r.P50 }),
+			P99:         pick(func(r *benchRatio) float64 { return r.P99 }),
+			CPUPerOp:    pick(func(r *benchRatio) float64 { return r.CPUPerOp }),
+			AllCPUPerOp: pick(func(r *benchRatio) float64 { return r.AllCPUPerOp })})
+	}
+	return out
+}
+
+// spreadOf is the median (of the middle two for an even count), lowest
+// and highest of v; all 0 for none.
+func spreadOf(v []float64) benchSpread {
+	if len(v) == 0 {
+		return benchSpread{}
+	}
+	slices.Sort(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return benchSpread{Median: m, Min: v[0], Max: v[len(v)-1]}
+}
+
+// spreadCell is a spread as "median (min-max)", or "-" when not measured.
+func spreadCell(s benchSpread) string {
+	if s.Median <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", s.Median, s.Min, s.Max)
 }
 
 // cpuCell is a CPU-per-op figure, or "-" when not measured.
@@ -109,13 +193,22 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tin flight\tpath\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\tclient µs/op\tserver µs/op\t")
+	rounds := info.Rounds > 1
+	roundHead := ""
+	if rounds {
+		roundHead = "round\t"
+	}
+	fmt.Fprintln(tw, "op\tin flight\t"+roundHead+"path\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\tclient µs/op\tserver µs/op\t")
 	for _, r := range results {
+		roundCell := ""
+		if rounds {
+			roundCell = fmt.Sprintf("%d\t", r.Round)
+		}
 		sys, cs := "-", "-"
 		if r.CPUMicrosPerOp > 0 {
 			sys, cs = fmt.Sprintf("%.2f", r.SyscallsPerOp), fmt.Sprintf("%.2f", r.CtxSwitchesPerOp)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.InFlight, r.Path, r.Ops, r.OpsPerSec,
+		fmt.Fprintf(tw, "%s\t%d\t%s%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.InFlight, roundCell, r.Path, r.Ops, r.OpsPerSec,
 			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"), sys, cs,
 			cpuCell(r.ClientCPUMicrosPerOp, "%.1f"), cpuCell(r.ServerCPUMicrosPerOp, "%.1f"))
 	}
@@ -123,12 +216,26 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if ratios := benchRatios(results); len(ratios) > 0 {
 		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
+		fmt.Fprintln(tw, "path\top\tin flight\t"+roundHead+"throughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
 		for _, r := range ratios {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%.2fx\t%.2fx\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, r.Throughput, r.P50, r.P99,
+			roundCell := ""
+			if rounds {
+				roundCell = fmt.Sprintf("%d\t", r.Round)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s%.2fx\t%.2fx\t%.2fx\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, roundCell, r.Throughput, r.P50, r.P99,
 				cpuCell(r.CPUPerOp, "%.2fx"), cpuCell(r.AllCPUPerOp, "%.2fx"))
 		}
 		tw.Flush()
+		if rounds {
+			fmt.Fprintf(w, "\nmedian of the %d rounds (lowest-highest round):\n", info.Rounds)
+			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
+			for _, r := range benchRoundSpreads(ratios) {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, spreadCell(r.Throughput), spreadCell(r.P50),
+					spreadCell(r.P99), spreadCell(r.CPUPerOp), spreadCell(r.AllCPUPerOp))
+			}
+			tw.Flush()
+		}
 	}
 	if info.GatewayPID != 0 || info.RelayPID != 0 || info.Anchors != nil {
 		printRelayProcs(w, info)
@@ -152,11 +259,13 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 
 // benchDoc is `rdmagw bench -json`'s document.
 func benchDoc(info *benchInfo, results []benchResult) any {
+	ratios := benchRatios(results)
 	return struct {
-		Run     *benchInfo    `json:"run"`
-		Results []benchResult `json:"results"`
-		Ratios  []benchRatio  `json:"ratios"`
-	}{info, results, benchRatios(results)}
+		Run     *benchInfo         `json:"run"`
+		Results []benchResult      `json:"results"`
+		Ratios  []benchRatio       `json:"ratios"`
+		Medians []benchRatioRounds `json:"ratio_medians"`
+	}{info, results, ratios, benchRoundSpreads(ratios)}
 }
 
 // benchReport is what a bench command measured, ready to print.
@@ -227,6 +336,10 @@ func printSyscallKinds(w io.Writer, results []benchResult) {
 				other -= v
 			}
 		}
-		fmt.Fprintf(w, "  %s@%d %s: %.2f =%s other %.2f\n", r.Op, r.InFlight, r.Path, r.SyscallsPerOp, b.String(), max(other, 0))
+		round := ""
+		if r.Round > 1 {
+			round = fmt.Sprintf(" (round %d)", r.Round)
+		}
+		fmt.Fprintf(w, "  %s@%d %s%s: %.2f =%s other %.2f\n", r.Op, r.InFlight, r.Path, round, r.SyscallsPerOp, b.String(), max(other, 0))
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,9 +13,10 @@ import (
 
 // benchJSON is the part of the -json output the tests check.
 type benchJSON struct {
-	Run     benchInfo     `json:"run"`
-	Results []benchResult `json:"results"`
-	Ratios  []benchRatio  `json:"ratios"`
+	Run     benchInfo          `json:"run"`
+	Results []benchResult      `json:"results"`
+	Ratios  []benchRatio       `json:"ratios"`
+	Medians []benchRatioRounds `json:"ratio_medians"`
 }
 
 func runBenchJSON(t *testing.T, args ...string) benchJSON {
@@ -60,6 +62,79 @@ func TestBenchEmbedded(t *testing.T) {
 	}
 }
 
+// TestBenchRounds is -rounds 3 on the embedded stack: every workload
+// three times on each path, the paths alternated ABBA, a ratio per round
+// from that round's two results, and the median of the three.
+func TestBenchRounds(t *testing.T) {
+	got := runBenchJSON(t, "-embedded", "-duration", "1s", "-ops", "getattr", "-size", "1MiB", "-concurrency", "2", "-rounds", "3")
+	if got.Run.Rounds != 3 || len(got.Results) != 6 || len(got.Ratios) != 3 || len(got.Medians) != 1 {
+		t.Fatalf("rounds %d: %d results, %d ratios, %d medians", got.Run.Rounds, len(got.Results), len(got.Ratios), len(got.Medians))
+	}
+	order := []string{"gateway", "direct", "direct", "gateway", "gateway", "direct"}
+	byRound := map[int]map[string]benchResult{}
+	for i, r := range got.Results {
+		if r.Path != order[i] || r.Round != i/2+1 || r.Ops == 0 || r.Errors != 0 {
+			t.Errorf("result %d: path %s round %d ops %d errors %d; want %s in round %d", i, r.Path, r.Round, r.Ops, r.Errors, order[i], i/2+1)
+		}
+		if byRound[r.Round] == nil {
+			byRound[r.Round] = map[string]benchResult{}
+		}
+		byRound[r.Round][r.Path] = r
+	}
+	var tput []float64
+	for i, q := range got.Ratios {
+		g, d := byRound[q.Round]["gateway"], byRound[q.Round]["direct"]
+		want := g.OpsPerSec / d.OpsPerSec
+		if q.Round != i+1 || q.Throughput != want {
+			t.Errorf("ratio %d: round %d throughput %v, want round %d's %v", i, q.Round, q.Throughput, i+1, want)
+		}
+		tput = append(tput, q.Throughput)
+	}
+	m := got.Medians[0]
+	slices.Sort(tput)
+	if m.Rounds != 3 || m.Op != "getattr" || m.Throughput != (benchSpread{Median: tput[1], Min: tput[0], Max: tput[2]}) {
+		t.Errorf("medians %+v, want throughput of %v", m, tput)
+	}
+}
+
+// TestBenchRoundSpreads checks the medians and the table of -rounds on
+// made-up results: an even count takes the middle two, a ratio a round
+// did not measure is left out, and the table has a round column and the
+// median lines.
+func TestBenchRoundSpreads(t *testing.T) {
+	var results []benchResult
+	for i, g := range []float64{40, 80, 50, 60} { // gateway ops/s in rounds 1-4, the relay's 100
+		cpu := 0.0
+		if i != 2 {
+			cpu = float64(10 * (i + 1)) // CPU µs/op 10, 20, -, 40 against the relay's 10
+		}
+		results = append(results,
+			benchResult{Op: "read-4k", Path: "gateway", InFlight: 8, Round: i + 1, Ops: 1, OpsPerSec: g, P50Micros: 10, P99Micros: 20, CPUMicrosPerOp: cpu},
+			benchResult{Op: "read-4k", Path: "haproxy", InFlight: 8, Round: i + 1, Ops: 1, OpsPerSec: 100, P50Micros: 10, P99Micros: 10, CPUMicrosPerOp: 10})
+	}
+	s := benchRoundSpreads(benchRatios(results))
+	if len(s) != 1 {
+		t.Fatalf("%d spreads", len(s))
+	}
+	if got, want := s[0].Throughput, (benchSpread{Median: 0.55, Min: 0.4, Max: 0.8}); got != want {
+		t.Errorf("throughput %+v, want %+v", got, want)
+	}
+	if got, want := s[0].CPUPerOp, (benchSpread{Median: 2, Min: 1, Max: 4}); got != want {
+		t.Errorf("CPU per op %+v, want %+v (round 3 unmeasured)", got, want)
+	}
+	if got := s[0].AllCPUPerOp; got != (benchSpread{}) {
+		t.Errorf("all CPU per op %+v, never measured", got)
+	}
+	var out bytes.Buffer
+	printBenchTable(&out, &benchInfo{Rounds: 4}, results)
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{"round", "median of the 4 rounds", "0.55x (0.40-0.80)", "2.00x (1.00-4.00)", "2.00x (2.00-2.00)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+}
+
 // TestBenchGaneshaV41 benchmarks NFSv4.1 against nfs-ganesha through a
 // gateway started here, and directly.
 func TestBenchGaneshaV41(t *testing.T) {
@@ -102,6 +177,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-client-completion", "ack"},
 		{"bench", "-embedded", "-send-completion", "transmit"},
 		{"bench", "-embedded", "-anchors", "netpoll:1"},
+		{"bench", "-embedded", "-rounds", "0"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-anchors", "splice:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
 	} {

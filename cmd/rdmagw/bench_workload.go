@@ -69,6 +69,7 @@ type benchResult struct {
 	Path       string  `json:"path"` // "gateway" (RPC-over-RDMA), "direct" (TCP) or the relay's name (TCP through it)
 	Vers       string  `json:"nfs_version"`
 	InFlight   int     `json:"in_flight"`
+	Round      int     `json:"round"` // 1, 2... with -rounds
 	Ops        int64   `json:"ops"`
 	Bytes      int64   `json:"bytes"`
 	Errors     int64   `json:"errors"`

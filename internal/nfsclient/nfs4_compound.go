@@ -45,7 +45,9 @@ const (
 // follow in order up to the first failure; callers read them with result,
 // which reports that failure as an *OpError.
 func (c *V4) compound(ctx context.Context, size, n int, put func(e *xdr.Encoder)) (*nfsproto.Dec, error) {
-	args, err := encodeArgs(size+64, func(e *xdr.Encoder) {
+	buf := getBulkArgs(size + 64) // a WRITE's data: see bulkArgs
+	defer bulkArgs.Put(buf)
+	args, err := encodeArgsInto(*buf, func(e *xdr.Encoder) {
 		e.PutString("") // tag
 		e.PutUint32(1)  // minorversion
 		e.PutUint32(uint32(n))

@@ -56,12 +56,13 @@ type benchOptions struct {
 	profileDepth   int           // at this many in flight
 	anchors        []benchAnchor // -anchors: Go TCP relays measured beside haproxy
 	rounds         int           // -rounds: each workload this many times on every path, alternated
+	inline         int           // -inline: the RDMA side's inline threshold (0: defaults)
 }
 
 // benchFlagText holds the flags that parseBenchFlags converts after
 // parsing.
 type benchFlagText struct {
-	ops, size, concurrency, procs, anchors *string
+	ops, size, concurrency, procs, anchors, inline *string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -103,6 +104,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.vers, "vers", "3", "NFS version: 3 or 4.1")
 	var text benchFlagText
 	text.ops = fs.String("ops", defaultBenchOps, "workloads: read-SIZE, write-SIZE (SIZE up to 1m), getattr")
+	text.inline = fs.String("inline", "", "the RDMA side's inline threshold, both ways: the bench client's (RFC 8797: capped by what the gateway announces) and, with -spawn-gateway, the gateways' rdma.inline_recv and inline_send (empty: their defaults, 4KiB); 8KiB lets a 4 KiB READ or WRITE go inline, as on Linux clients with sunrpc.rdma_max_inline_read/write raised")
 	text.size = fs.String("size", "64MiB", "size of the benchmark file (reads and writes land at random aligned offsets in it)")
 	text.concurrency = fs.String("concurrency", "8", "operations in flight per workload; a list (1,8) runs every workload at each")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each workload runs on each path")
@@ -150,6 +152,13 @@ func (o *benchOptions) convert(text benchFlagText) error {
 		return fmt.Errorf("-size %q: want at least 1MiB", *text.size)
 	}
 	o.size = int64(s)
+	if *text.inline != "" {
+		v, err := gateway.ParseByteSize(*text.inline)
+		if err != nil || v < 1024 || v > 64<<10 || v%1024 != 0 {
+			return fmt.Errorf("-inline %q: want 1KiB to 64KiB, a multiple of 1KiB", *text.inline)
+		}
+		o.inline = int(v)
+	}
 	if o.profileOp == "" {
 		o.profileOp = o.ops[0].name
 	}
@@ -173,6 +182,8 @@ func (o *benchOptions) checkPaths() error {
 		return errors.New("-embedded runs everything in-process: no -spawn-gateway or -relay")
 	case o.embedded && !o.crc:
 		return errors.New("-crc=false: with -spawn-gateway or -gateway, not -embedded")
+	case o.embedded && o.inline > 0:
+		return errors.New("-inline: with -spawn-gateway or -gateway, not -embedded")
 	case o.spawnGateway && (o.gateway != "" || o.gatewayPID != 0 || o.gatewayMetrics != ""):
 		return errors.New("-spawn-gateway starts the gateway: no -gateway, -gateway-pid or -gateway-metrics")
 	case !o.embedded && o.backend == "":
@@ -592,7 +603,7 @@ func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*b
 		}
 	}
 	for i, g := range gws {
-		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)), o.clientIWARP())
+		gw, err := dialRDMAClient(ctx, g.Addr, max(64, 2*slices.Max(o.concurrency)), o.clientIWARP(), o.inline)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("connect to the gateway %s: %w", g.Addr, err)
@@ -703,6 +714,9 @@ func (o *benchOptions) gatewayRDMAConfig() string {
 	}
 	if o.gatewayCompl != "" {
 		s += "  send_completion: " + o.gatewayCompl + "\n"
+	}
+	if o.inline > 0 {
+		s += fmt.Sprintf("  inline_recv: %d\n  inline_send: %d\n", o.inline, o.inline)
 	}
 	if s == "" {
 		return ""

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
+	"github.com/rdmagw/rdmagw/internal/gwstats"
+	"github.com/rdmagw/rdmagw/internal/nfsmem"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 )
 
@@ -178,6 +182,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-send-completion", "transmit"},
 		{"bench", "-embedded", "-anchors", "netpoll:1"},
 		{"bench", "-embedded", "-rounds", "0"},
+		{"bench", "-embedded", "-inline", "8KiB"},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-inline", "5000"},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-inline", "128KiB"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-anchors", "splice:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
 	} {
@@ -185,5 +192,53 @@ func TestBenchBadFlags(t *testing.T) {
 		if rc := run(args, &out, &errb); rc != 2 {
 			t.Errorf("%v: rc %d, stderr %q", args, rc, errb.String())
 		}
+	}
+}
+
+// TestBenchInline: -inline 8KiB lets the bench client send a 4 KiB WRITE
+// inline to a gateway announcing 8 KiB receive buffers, where by default
+// its data goes by Read chunk (an RDMA Read round trip more), and gives
+// the gateways -spawn-gateway starts that inline_recv and inline_send.
+func TestBenchInline(t *testing.T) {
+	cfg, err := gateway.ParseConfig([]byte(fmt.Sprintf(gatewayProcessConfig, 20049, "127.0.0.1", "2049", 9100) +
+		(&benchOptions{inline: 8 << 10, crc: true}).gatewayRDMAConfig()))
+	if err != nil || cfg.RDMA.InlineRecv != 8<<10 || cfg.RDMA.InlineSend != 8<<10 {
+		t.Fatalf("spawned gateway config: %+v, %v", cfg, err)
+	}
+
+	s := nfsmem.New(nfsmem.Config{})
+	addr, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gw := forwardtest.StartWith(t, addr.String(), func(c *gateway.Config) {
+		c.RDMA.InlineRecv, c.RDMA.InlineSend = 8<<10, 8<<10
+	}, nil)
+	readChunk := func() float64 {
+		snap, err := gwstats.Take(gw.Metrics().Registry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Bytes("read_chunk", "in")
+	}
+	write4k := func(extra ...string) (ops int64, chunked float64) {
+		before := readChunk()
+		got := runBenchJSON(t, append([]string{"-gateway", gw.Addr().String(), "-backend", addr.String(), "-direct=false",
+			"-duration", "1s", "-ops", "write-4k", "-size", "1MiB", "-concurrency", "2"}, extra...)...)
+		if len(got.Results) != 1 || got.Results[0].Ops == 0 || got.Results[0].Errors != 0 {
+			t.Fatalf("results %+v", got.Results)
+		}
+		return got.Results[0].Ops, readChunk() - before
+	}
+	// Each run first fills its 1 MiB file with 1 MiB WRITEs (Read chunks
+	// whatever the threshold), then writes 4 KiB at a time.
+	ops, chunked := write4k()
+	if chunked < float64(1<<20+ops*4096) {
+		t.Errorf("default threshold: %v bytes by Read chunk for the fill and %d WRITEs of 4 KiB", chunked, ops)
+	}
+	ops, chunked = write4k("-inline", "8KiB")
+	if chunked != 1<<20 {
+		t.Errorf("-inline 8KiB: %v bytes by Read chunk, want the 1 MiB fill only (%d WRITEs of 4 KiB inline)", chunked, ops)
 	}
 }

@@ -163,7 +163,7 @@ func startDemoStack(ctx context.Context, o *demoOptions, out io.Writer, log hclo
 	}
 	fmt.Fprintf(out, "gateway  RPC-over-RDMA on %s (iwarp, pure Go) -> %s\n", st.gw.fwd.Addr(), memAddr)
 
-	if st.tr, err = dialRDMAClient(ctx, st.gw.fwd.Addr().String(), 64, iwarp.Config{}); err != nil {
+	if st.tr, err = dialRDMAClient(ctx, st.gw.fwd.Addr().String(), 64, iwarp.Config{}, 0); err != nil {
 		return st, fmt.Errorf("connect the RDMA client: %w", err)
 	}
 	fmt.Fprintf(out, "client   NFSv3 over RPC-over-RDMA, inline threshold %d bytes\n\n", st.tr.Conn().InlineSend())

@@ -90,7 +90,10 @@ type rdmaClient struct {
 	dev verbs.Device
 }
 
-func dialRDMAClient(ctx context.Context, addr string, credits int, cfg iwarp.Config) (*rdmaClient, error) {
+// dialRDMAClient connects the demo's or bench's NFS client over the
+// pure-Go provider; inline is its inline threshold both ways (0: the
+// requester's default, 4096), capped by what the server announces.
+func dialRDMAClient(ctx context.Context, addr string, credits int, cfg iwarp.Config, inline int) (*rdmaClient, error) {
 	p, err := gateway.Provider("iwarp", cfg)
 	if err != nil {
 		return nil, err
@@ -99,7 +102,7 @@ func dialRDMAClient(ctx context.Context, addr string, credits int, cfg iwarp.Con
 	if err != nil {
 		return nil, err
 	}
-	t, err := nfsclient.DialRDMA(ctx, dev, addr, rdmarpc.RequesterConfig{Credits: credits})
+	t, err := nfsclient.DialRDMA(ctx, dev, addr, rdmarpc.RequesterConfig{Credits: credits, InlineSend: inline, InlineRecv: inline})
 	if err != nil {
 		dev.Close()
 		return nil, err

@@ -40,7 +40,8 @@
 #                            write a forward config and start the gateway on
 #                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS;
 #                            $GW_EXTRA_CONF is appended to the config;
-#                            rdma.versions from $GW_FW_RDMA_VERSIONS ("1, 2")
+#                            rdma.versions from $GW_FW_RDMA_VERSIONS ("1, 2"),
+#                            $GW_FW_RDMA_CONF more rdma: lines (indented)
 #   gw_forward_conf          that config on stdout (to start a gateway elsewhere)
 #   start_gateway_reverse    the same in reverse mode: TCP 127.0.0.1:2050 ->
 #                            knfsd over RDMA (ibverbs, rxe) at $RXE_IP:20049;
@@ -411,6 +412,7 @@ backend:
   port: 2049
 rdma:
   versions: [${GW_FW_RDMA_VERSIONS:-1, 2}]
+${GW_FW_RDMA_CONF:-}
 metrics:
   listen: $GW_METRICS
 log:

@@ -1,9 +1,11 @@
 package nfsclient
 
 import (
+	"context"
 	"sync"
 
 	"github.com/rdmagw/rdmagw/internal/nfsproto"
+	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/xdr"
 )
 
@@ -51,8 +53,8 @@ func checkStatus(d *nfsproto.Dec) error {
 // call, which the runtime clears and the GC then collects: in rdmagw bench
 // write-1m that was a fifth of the client's CPU, on both transports.
 // Transport.Call is done with its args when it returns (the TCP transport
-// has written them, the RDMA transport has copied them into registered
-// memory), so the buffer goes back then.
+// has written them, the RDMA transport has sent them or copied them into
+// registered memory), so the buffer goes back then.
 var bulkArgs sync.Pool // *[]byte
 
 // getBulkArgs returns a buffer of size bytes from bulkArgs (a pooled one
@@ -64,4 +66,43 @@ func getBulkArgs(size int) *[]byte {
 	}
 	b := make([]byte, size)
 	return &b
+}
+
+// argsBuf is the buffer a call carrying data is encoded into: on the RDMA
+// transport a buffer of its requester's registered pool, from which the
+// requester sends the arguments (a WRITE's data as a Read chunk) without
+// copying them, as the Linux client registers a WRITE's pages instead of
+// copying them; otherwise (another transport, no pool buffer that large
+// or free) one from bulkArgs. release gives it back after the call.
+type argsBuf struct {
+	b      []byte
+	reg    *rdmarpc.Buffer // the registered buffer b is in, or nil
+	pooled *[]byte         // the bulkArgs buffer b is, or nil
+}
+
+func newArgsBuf(t Transport, size int) argsBuf {
+	if r, ok := t.(*RDMA); ok {
+		if b, err := r.conn.Pool().Get(size); err == nil {
+			return argsBuf{b: b.Bytes[:size], reg: b}
+		}
+	}
+	p := getBulkArgs(size)
+	return argsBuf{b: *p, pooled: p}
+}
+
+func (a *argsBuf) release() {
+	if a.reg != nil {
+		a.reg.Release()
+	} else {
+		bulkArgs.Put(a.pooled)
+	}
+}
+
+// call makes the call with args encoded in a: on the transport a's
+// registered buffer came from, that buffer goes with them.
+func (a *argsBuf) call(ctx context.Context, t Transport, prog, vers, proc uint32, args []byte) ([]byte, error) {
+	if r, ok := t.(*RDMA); ok && a.reg != nil {
+		return r.call(ctx, prog, vers, proc, args, a.reg)
+	}
+	return t.Call(ctx, prog, vers, proc, args)
 }

@@ -65,9 +65,10 @@ func TestWriteArgsRecycled(t *testing.T) {
 }
 
 // TestSplitCallNoCopy: the RDMA transport's call pieces point into the
-// header and arguments it was given (the requester copies them once, into
-// registered memory), the WRITE data is the one Item piece, and together
-// they are the call as it goes on a byte stream.
+// header and arguments it was given, those of the arguments name the
+// registered buffer they lie in (so the requester sends them from there),
+// the WRITE data is the one Item piece, and together they are the call as
+// it goes on a byte stream.
 func TestSplitCallNoCopy(t *testing.T) {
 	data := append(bytes.Repeat([]byte("0123456789abcde"), 1000), 'x', 'y') // 15002 bytes: an XDR pad of 2
 	w := &writeChecker{t: t, data: data, bufs: map[*byte]int{}}
@@ -86,7 +87,8 @@ func TestSplitCallNoCopy(t *testing.T) {
 	}
 	var msg rdmarpc.Message
 	msg.Reset()
-	if err := splitCall(&msg, head, args, nfsproto.ProgNFS, nfsproto.NFSVers3, nfsproto.NFS3Write); err != nil {
+	reg := &rdmarpc.Buffer{Bytes: args} // as if args were in the requester's pool
+	if err := splitCall(&msg, head, args, reg, nfsproto.ProgNFS, nfsproto.NFSVers3, nfsproto.NFS3Write); err != nil {
 		t.Fatal(err)
 	}
 	items := 0
@@ -103,6 +105,9 @@ func TestSplitCallNoCopy(t *testing.T) {
 		}
 		if !inHead && at < 0 {
 			t.Errorf("a piece of %d bytes is a copy, not the header or the arguments", len(p.Data))
+		}
+		if want := map[bool]*rdmarpc.Buffer{true: nil, false: reg}[inHead]; p.Buf != want {
+			t.Errorf("a piece of %d bytes (header %v) names buffer %p, want %p", len(p.Data), inHead, p.Buf, want)
 		}
 		if p.Item {
 			items++

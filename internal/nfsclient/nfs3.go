@@ -158,9 +158,9 @@ type WriteResult struct {
 // Write writes data at off with the given stable_how.
 func (c *V3) Write(ctx context.Context, fh []byte, off uint64, data []byte, stable uint32) (WriteResult, error) {
 	var r WriteResult
-	buf := getBulkArgs(fixedArgs + len(data))
-	defer bulkArgs.Put(buf)
-	args, err := encodeArgsInto(*buf, func(e *xdr.Encoder) {
+	buf := newArgsBuf(c.T, fixedArgs+len(data))
+	defer buf.release()
+	args, err := encodeArgsInto(buf.b, func(e *xdr.Encoder) {
 		e.PutOpaque(fh)
 		e.PutUint64(off)
 		e.PutUint32(uint32(len(data)))
@@ -170,10 +170,11 @@ func (c *V3) Write(ctx context.Context, fh []byte, off uint64, data []byte, stab
 	if err != nil {
 		return r, err
 	}
-	d, err := c.call(ctx, nfsproto.NFS3Write, args)
+	res, err := buf.call(ctx, c.T, nfsproto.ProgNFS, nfsproto.NFSVers3, nfsproto.NFS3Write, args)
 	if err != nil {
 		return r, err
 	}
+	d := nfsproto.NewDec(res)
 	if err := checkStatus(d); err != nil {
 		return r, err
 	}

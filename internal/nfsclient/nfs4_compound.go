@@ -45,9 +45,9 @@ const (
 // follow in order up to the first failure; callers read them with result,
 // which reports that failure as an *OpError.
 func (c *V4) compound(ctx context.Context, size, n int, put func(e *xdr.Encoder)) (*nfsproto.Dec, error) {
-	buf := getBulkArgs(size + 64) // a WRITE's data: see bulkArgs
-	defer bulkArgs.Put(buf)
-	args, err := encodeArgsInto(*buf, func(e *xdr.Encoder) {
+	buf := newArgsBuf(c.T, size+64) // a WRITE's data: see argsBuf
+	defer buf.release()
+	args, err := encodeArgsInto(buf.b, func(e *xdr.Encoder) {
 		e.PutString("") // tag
 		e.PutUint32(1)  // minorversion
 		e.PutUint32(uint32(n))
@@ -56,7 +56,7 @@ func (c *V4) compound(ctx context.Context, size, n int, put func(e *xdr.Encoder)
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.T.Call(ctx, nfsproto.ProgNFS, nfsproto.NFSVers4, proc4Compound, args)
+	res, err := buf.call(ctx, c.T, nfsproto.ProgNFS, nfsproto.NFSVers4, proc4Compound, args)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,12 @@ func (t *RDMA) Close() error { return t.conn.Close() }
 
 // Call implements Transport.
 func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) ([]byte, error) {
+	return t.call(ctx, prog, vers, proc, args, nil)
+}
+
+// call is Call with args in reg, a buffer of the requester's pool (or
+// nil: anywhere), from which the requester sends them without a copy.
+func (t *RDMA) call(ctx context.Context, prog, vers, proc uint32, args []byte, reg *rdmarpc.Buffer) ([]byte, error) {
 	xid := t.xids.get()
 	var hb [maxCallHeader]byte
 	head, err := encodeCallHeader(hb[:], xid, prog, vers, proc)
@@ -65,7 +71,7 @@ func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) (
 	var msg rdmarpc.Message
 	msg.Reset()
 	msg.XID = xid
-	if err := splitCall(&msg, head, args, prog, vers, proc); err != nil {
+	if err := splitCall(&msg, head, args, reg, prog, vers, proc); err != nil {
 		return nil, err
 	}
 	var rooms [ulb.MaxItems]int
@@ -90,14 +96,16 @@ func (t *RDMA) Call(ctx context.Context, prog, vers, proc uint32, args []byte) (
 
 // splitCall puts the call (RPC header head, then the arguments args) into
 // msg, each DDP-eligible item's body as its own Item piece. The pieces
-// point into head and args, which the requester copies into registered
-// memory when it sends the call: the arguments are not copied here.
-func splitCall(msg *rdmarpc.Message, head, args []byte, prog, vers, proc uint32) error {
+// point into head and args, not copied here; the requester copies what
+// it sends inline into its Send buffer, and an Item's body into
+// registered memory unless args lie in reg, a buffer of its pool (nil:
+// they do not), which the pieces of args then name.
+func splitCall(msg *rdmarpc.Message, head, args []byte, reg *rdmarpc.Buffer, prog, vers, proc uint32) error {
 	msg.Append(rdmarpc.Piece{Data: head})
 	var w ulb.Walker
 	if err := w.Reset(ulb.Call, prog, vers, proc); err != nil {
 		// No binding (not an NFS-family program): all inline.
-		msg.Append(rdmarpc.Piece{Data: args})
+		msg.Append(rdmarpc.Piece{Data: args, Buf: reg})
 		return nil
 	}
 	start, off := 0, 0 // args[start:off] is inline not yet appended
@@ -108,15 +116,15 @@ func splitCall(msg *rdmarpc.Message, head, args []byte, prog, vers, proc uint32)
 		}
 		switch st.Kind {
 		case ulb.StepDone:
-			msg.Append(rdmarpc.Piece{Data: args[start:]})
+			msg.Append(rdmarpc.Piece{Data: args[start:], Buf: reg})
 			return nil
 		case ulb.StepNeedMore:
 			return fmt.Errorf("nfsclient: our own call is truncated (need %d bytes)", st.Need)
 		}
 		it := st.Item
 		body := off + it.Offset
-		msg.Append(rdmarpc.Piece{Data: args[start:body]})
-		msg.Append(rdmarpc.Piece{Data: args[body : body+it.Length], Item: true})
+		msg.Append(rdmarpc.Piece{Data: args[start:body], Buf: reg})
+		msg.Append(rdmarpc.Piece{Data: args[body : body+it.Length], Item: true, Buf: reg})
 		off = body + it.Length + it.Pad
 		start = off
 	}

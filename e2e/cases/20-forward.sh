@@ -13,10 +13,7 @@
 # e2e-timeout: 900  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
 VERSIONS=${E2E_VERSIONS:-3 4.0 4.1 4.2}
-if ! gw_binary > /dev/null; then
-    result forward SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
-    exit 0
-fi
+need_gateway forward
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"   # TCP only: 20049 is the gateway's
 if ! check gw_start start_gateway; then stop_bg; exit 1; fi

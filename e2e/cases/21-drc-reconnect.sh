@@ -17,10 +17,7 @@
 . "$E2E_VM/lib.sh"
 N=${E2E_DRC_OPS:-12}
 DELAY=${E2E_DRC_DELAY:-2500ms}
-if ! gw_binary > /dev/null; then
-    result drc_reconnect SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
-    exit 0
-fi
+need_gateway drc_reconnect
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"
 modprobe sch_netem && modprobe sch_prio && modprobe cls_u32 || lab_fail "netem modules"

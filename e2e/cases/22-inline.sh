@@ -15,10 +15,7 @@
 # The data read back is the data written, checked on knfsd's export too.
 # e2e-timeout: 300  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
-if ! gw_binary > /dev/null; then
-    result inline SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
-    exit 0
-fi
+need_gateway inline
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"
 modprobe rpcrdma || lab_fail "rpcrdma module"

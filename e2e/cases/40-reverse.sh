@@ -23,10 +23,7 @@
 VERSIONS=${E2E_VERSIONS:-3 4.1 4.2}
 GW_RV_ADDR=127.0.0.1 GW_RV_PORT=2050
 SECS=${E2E_PERF_SECS:-5}
-if ! gw_binary > /dev/null; then
-    result reverse SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
-    exit 0
-fi
+need_gateway reverse
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
 if ! check gw_start start_gateway_reverse; then stop_bg; exit 1; fi

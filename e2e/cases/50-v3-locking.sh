@@ -21,10 +21,7 @@
 # e2e-timeout: 600
 . "$E2E_VM/lib.sh"
 LOCKTOOL=$E2E_REPO/bin/locktool
-if ! gw_binary > /dev/null; then
-    result v3_locking SKIP 0 "gateway not built"
-    exit 0
-fi
+need_gateway v3_locking
 [ -x "$LOCKTOOL" ] || { result v3_locking FAIL 0 "$LOCKTOOL missing (e2e/run.sh builds it)"; exit 1; }
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_rpcbind setup_rpcbind_local || lab_fail "setup_rpcbind_local"

@@ -38,10 +38,7 @@
 # E2E_DELEG_VERSIONS="" or E2E_DELEG_REVERSE_VERSIONS="" skips a part.
 # e2e-timeout: 720
 . "$E2E_VM/lib.sh"
-if ! gw_binary > /dev/null; then
-    result v4_delegation SKIP 0 "gateway not built"
-    exit 0
-fi
+need_gateway v4_delegation
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"
 

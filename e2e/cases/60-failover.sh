@@ -60,10 +60,7 @@ VERSIONS=
 for v in ${E2E_FO_VERSIONS:-4.1 4.2 3}; do
     [ -z "${E2E_VERSIONS:-}" ] || [[ " $E2E_VERSIONS " == *" $v "* ]] && VERSIONS="$VERSIONS $v"
 done
-if ! gw_binary > /dev/null; then
-    result failover SKIP 0 "gateway not built"
-    exit 0
-fi
+need_gateway failover
 if ! command -v keepalived > /dev/null; then
     result failover FAIL 0 "keepalived not installed (scripts/install-deps.sh --lab)"
     exit 1

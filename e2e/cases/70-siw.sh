@@ -57,10 +57,7 @@ if [ "${E2E_SIW_SKIP:-0}" = 1 ]; then
     result siw SKIP 0 "E2E_SIW_SKIP=1"
     exit 0
 fi
-if ! gw_binary > /dev/null; then
-    result siw SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
-    exit 0
-fi
+need_gateway siw
 tstep setup_siw setup_siw || lab_fail "setup_siw (siw.ko: see e2e/vm/build-guest.sh)"
 tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
 echo "rdma links: $(rdma link | tr '\n' ' ')"

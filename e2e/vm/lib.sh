@@ -33,6 +33,7 @@
 #                            $NFS_SUITE_SKIP ("fio dir2000 sizes") leaves those out
 # Gateway
 #   gw_binary                path of the host-built ibverbs gateway, or "" 
+#   need_gateway RESULT      without it: RESULT SKIP and the case ends (exit 0)
 #   start_gateway            ($GW_PROVIDER: the RDMA side's provider, default
 #                            ibverbs; $GW_NETNS: run it in that netns;
 #                            $GW_LISTEN_IP/$GW_BACKEND_IP/$GW_LOCAL_IP
@@ -389,6 +390,14 @@ xprt_rdma() {
 gw_binary() {
     local b=${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs}
     [ -x "$b" ] && "$b" help 2>/dev/null | grep -w serve > /dev/null && echo "$b"
+}
+
+# need_gateway RESULT: without a gateway binary that has a "serve"
+# subcommand, report RESULT SKIP and end the case (exit 0)
+need_gateway() {
+    gw_binary > /dev/null && return 0
+    result "$1" SKIP 0 "gateway not built (${E2E_GW_BIN:-$E2E_REPO/bin/rdmagw-ibverbs} missing or has no serve)"
+    exit 0
 }
 
 start_gateway() {

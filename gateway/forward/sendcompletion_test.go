@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
@@ -32,14 +34,24 @@ func TestForwardSendCompletion(t *testing.T) {
 	for _, v := range []string{gateway.SendCompletionPlacement, gateway.SendCompletionTransmit} {
 		gw := startGateway(t, addr.String(), func(c *gateway.Config) { c.RDMA.SendCompletion = v })
 		var reads atomic.Int64
+		counted := make(chan struct{}) // the gateway's side read to its end
+		var once sync.Once
 		proxy := startTCPServer(t, func(c net.Conn) {
 			up, err := net.Dial("tcp", gw.Addr().String())
 			if err != nil {
 				c.Close()
 				return
 			}
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { countReadRequests(up, c, &reads); c.Close() }()
+			// The client's end is passed on as a half-close, so that the
+			// count reads what the gateway sent to its last byte (a fence
+			// after the last reply may follow it) before the gateway closes.
+			go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+			go func() {
+				countReadRequests(up, c, &reads)
+				c.Close()
+				up.Close()
+				once.Do(func() { close(counted) })
+			}()
 		})
 		ctx := nfstest.Ctx(t)
 		dev, err := iwarp.New(iwarp.Config{CompleteOnTransmit: true}).Open("127.0.0.1")
@@ -57,6 +69,11 @@ func TestForwardSendCompletion(t *testing.T) {
 		}
 		tr.Close()
 		dev.Close()
+		select {
+		case <-counted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("send_completion %s: the gateway's side of the connection did not end", v)
+		}
 		n := reads.Load()
 		if v == gateway.SendCompletionTransmit && n != 0 {
 			t.Errorf("send_completion transmit: the gateway sent %d RDMA Read Requests for %d calls, want none", n, calls)

@@ -303,6 +303,22 @@ failover_round() {
         END { if (m) printf "%.1f", s; else print "none" }' "$plog")
     [ "$pk" -lt $((FO_MIB * 1048576)) ] 2>/dev/null || { echo "  the kill came after the last write"; dd_rc=2; }
     echo "  write rc=$dd_rc in ${tw}s; stall after the kill ${stall}s; VIP on node $(active_node)"
+    # One kernel plays every host: right after the kill the VIP is still
+    # local to the client's own kernel, and the client's reconnect to it
+    # can fail there with -EINVAL (xprtrdma_connect rc=-22, before the
+    # other gateway listens), which the RPC layer takes as fatal and hands
+    # to the write (EINVAL; seen once in 2026-11-27's CI, v4.1). Not the
+    # gateway's doing, and a client on its own host never connects from
+    # the VIP: the round is done once more, and said so.
+    if [ "$dd_rc" != 0 ] && [ -z "${FO_AGAIN:-}" ] && grep -q 'xprtrdma_connect: .* rc=-22 ' $TR/trace 2>/dev/null; then
+        echo "  lab: the client's own reconnect failed with -EINVAL (xprtrdma_connect rc=-22): the round once more"
+        trace_save "$OUT/trace-$p.einval.txt"
+        result "${p}_lab_client_einval" SKIP 0 "the client's reconnect to the VIP local to its own kernel failed with rc=-22; round done again"
+        rm -f "$f"; timeout 60 umount "$MNT"
+        rm -f "$FO/gw-$x.pid"; echo 0 > "$FO/down-$x"
+        wait_for 15 grep -qx BACKUP "$FO/state-$x" || { echo "  node $x did not rejoin as BACKUP"; cat "$FO/state-$x"; }
+        return 2
+    fi
     echo "  events:"; sort -n "$OUT/failover-events.log" | tail -7 | sed 's/^/    /'
     timeline "$x" "$y" "$tk" "$stall"
     check "${p}_write_completes" test "$dd_rc" = 0
@@ -351,7 +367,10 @@ dd if=/dev/urandom of=/tmp/fo-src.bin bs=1M count="$FO_MIB" status=none
 if ! check pair_start start_pair; then
     tail -30 "$OUT"/keepalived-*.log; stop_bg; exit 1
 fi
-for v in $VERSIONS; do failover_round "$v"; done
+for v in $VERSIONS; do
+    failover_round "$v"
+    [ $? = 2 ] && FO_AGAIN=1 failover_round "$v"
+done
 [ -s "$OUT/failover.txt" ] && { echo "== failover"; cat "$OUT/failover.txt"; }
 [ "$FAILS" = 0 ] || { dmesg | tail -40; tail -n 20 "$OUT"/gw-*/gateway.log "$OUT"/keepalived-*.log; }
 for n in A B; do p=$(cat "$FO/gw-$n.pid" 2>/dev/null) && kill "$p" 2>/dev/null; done

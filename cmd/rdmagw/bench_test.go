@@ -11,7 +11,6 @@ import (
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward/forwardtest"
 	"github.com/rdmagw/rdmagw/internal/gwstats"
-	"github.com/rdmagw/rdmagw/internal/nfsmem"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 )
 
@@ -206,13 +205,8 @@ func TestBenchInline(t *testing.T) {
 		t.Fatalf("spawned gateway config: %+v, %v", cfg, err)
 	}
 
-	s := nfsmem.New(nfsmem.Config{})
-	addr, err := s.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	gw := forwardtest.StartWith(t, addr.String(), func(c *gateway.Config) {
+	addr := startMem(t)
+	gw := forwardtest.StartWith(t, addr, func(c *gateway.Config) {
 		c.RDMA.InlineRecv, c.RDMA.InlineSend = 8<<10, 8<<10
 	}, nil)
 	readChunk := func() float64 {
@@ -224,7 +218,7 @@ func TestBenchInline(t *testing.T) {
 	}
 	write4k := func(extra ...string) (ops int64, chunked float64) {
 		before := readChunk()
-		got := runBenchJSON(t, append([]string{"-gateway", gw.Addr().String(), "-backend", addr.String(), "-direct=false",
+		got := runBenchJSON(t, append([]string{"-gateway", gw.Addr().String(), "-backend", addr, "-direct=false",
 			"-duration", "1s", "-ops", "write-4k", "-size", "1MiB", "-concurrency", "2"}, extra...)...)
 		if len(got.Results) != 1 || got.Results[0].Ops == 0 || got.Results[0].Errors != 0 {
 			t.Fatalf("results %+v", got.Results)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway/auxrelay"
+	"github.com/rdmagw/rdmagw/rdmarpc"
 )
 
 // FieldError is one invalid configuration value: Field is its path in the
@@ -235,7 +236,7 @@ func checkAtLeast(bad func(string, string, ...any), field string, v, least int, 
 // checkInline: RFC 8797 encodes inline sizes in KiB from 1 KiB to 256 KiB;
 // RFC 8166 makes 1024 bytes the smallest threshold a peer must support.
 func checkInline(bad func(string, string, ...any), field string, v ByteSize) {
-	if v < 1024 || v > 256<<10 || v%1024 != 0 {
+	if !rdmarpc.InlineSizeExact(int(v)) {
 		bad(field, "must be a multiple of 1KiB between 1KiB and 256KiB (got %d)", v)
 	}
 }

@@ -65,6 +65,13 @@ func EncodeInlineSize(size int) uint8 {
 	return uint8(size>>10 - 1)
 }
 
+// InlineSizeExact reports whether a size byte says size exactly: a whole
+// number of KiB from MinInlineSize to MaxInlineSize (a threshold a
+// gateway announces or a bench sets must not be rounded down unseen).
+func InlineSizeExact(size int) bool {
+	return size >= MinInlineSize && size <= MaxInlineSize && size%(1<<10) == 0
+}
+
 // DecodeInlineSize converts a private data size byte to bytes, (v+1) << 10.
 func DecodeInlineSize(v uint8) int { return (int(v) + 1) << 10 }
 

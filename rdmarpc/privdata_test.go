@@ -69,8 +69,14 @@ func TestInlineSizeEncoding(t *testing.T) {
 	}
 	for v := range 256 {
 		size := DecodeInlineSize(uint8(v))
-		if size != (v+1)*1024 || EncodeInlineSize(size) != uint8(v) {
-			t.Fatalf("size byte %d: decode %d, re-encode %d", v, size, EncodeInlineSize(size))
+		if size != (v+1)*1024 || EncodeInlineSize(size) != uint8(v) || !InlineSizeExact(size) {
+			t.Fatalf("size byte %d: decode %d, re-encode %d, exact %v", v, size, EncodeInlineSize(size), InlineSizeExact(size))
+		}
+	}
+	// What a size byte cannot say exactly: rounded down or clamped.
+	for _, size := range []int{0, 512, 1023, 4097, 8191, 256<<10 + 1024, 1 << 20} {
+		if InlineSizeExact(size) {
+			t.Errorf("InlineSizeExact(%d) = true, but it encodes as %d", size, DecodeInlineSize(EncodeInlineSize(size)))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/internal/nfsclient"
+	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
 
@@ -154,7 +155,7 @@ func (o *benchOptions) convert(text benchFlagText) error {
 	o.size = int64(s)
 	if *text.inline != "" {
 		v, err := gateway.ParseByteSize(*text.inline)
-		if err != nil || v < 1024 || v > 64<<10 || v%1024 != 0 {
+		if err != nil || !rdmarpc.InlineSizeExact(int(v)) || v > 64<<10 {
 			return fmt.Errorf("-inline %q: want 1KiB to 64KiB, a multiple of 1KiB", *text.inline)
 		}
 		o.inline = int(v)

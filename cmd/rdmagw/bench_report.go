@@ -193,22 +193,27 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// With -rounds the results and the ratios get a round column.
 	rounds := info.Rounds > 1
+	roundCol := func(n int) string {
+		if !rounds {
+			return ""
+		}
+		return fmt.Sprintf("%d\t", n)
+	}
 	roundHead := ""
 	if rounds {
 		roundHead = "round\t"
 	}
+	const ratioHead = "path\top\tin flight\t"
+	const ratioCols = "throughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t"
 	fmt.Fprintln(tw, "op\tin flight\t"+roundHead+"path\tops\tops/s\tMiB/s\tp50 µs\tp99 µs\terrors\tCPU µs/op\tsyscalls/op\tctx sw/op\tclient µs/op\tserver µs/op\t")
 	for _, r := range results {
-		roundCell := ""
-		if rounds {
-			roundCell = fmt.Sprintf("%d\t", r.Round)
-		}
 		sys, cs := "-", "-"
 		if r.CPUMicrosPerOp > 0 {
 			sys, cs = fmt.Sprintf("%.2f", r.SyscallsPerOp), fmt.Sprintf("%.2f", r.CtxSwitchesPerOp)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.InFlight, roundCell, r.Path, r.Ops, r.OpsPerSec,
+		fmt.Fprintf(tw, "%s\t%d\t%s%s\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Op, r.InFlight, roundCol(r.Round), r.Path, r.Ops, r.OpsPerSec,
 			r.MiBPerSec, r.P50Micros, r.P99Micros, r.Errors, cpuCell(r.CPUMicrosPerOp, "%.1f"), sys, cs,
 			cpuCell(r.ClientCPUMicrosPerOp, "%.1f"), cpuCell(r.ServerCPUMicrosPerOp, "%.1f"))
 	}
@@ -216,20 +221,16 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if ratios := benchRatios(results); len(ratios) > 0 {
 		fmt.Fprintf(w, "\ngateway / %s (throughput > 1: the gateway is faster; latency and CPU < 1: the gateway is quicker, cheaper):\n", ratios[0].Versus)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\top\tin flight\t"+roundHead+"throughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
+		fmt.Fprintln(tw, ratioHead+roundHead+ratioCols)
 		for _, r := range ratios {
-			roundCell := ""
-			if rounds {
-				roundCell = fmt.Sprintf("%d\t", r.Round)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s%.2fx\t%.2fx\t%.2fx\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, roundCell, r.Throughput, r.P50, r.P99,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s%.2fx\t%.2fx\t%.2fx\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, roundCol(r.Round), r.Throughput, r.P50, r.P99,
 				cpuCell(r.CPUPerOp, "%.2fx"), cpuCell(r.AllCPUPerOp, "%.2fx"))
 		}
 		tw.Flush()
 		if rounds {
 			fmt.Fprintf(w, "\nmedian of the %d rounds (lowest-highest round):\n", info.Rounds)
 			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "path\top\tin flight\tthroughput\tp50 latency\tp99 latency\tCPU per op\tall CPU per op\t")
+			fmt.Fprintln(tw, ratioHead+ratioCols)
 			for _, r := range benchRoundSpreads(ratios) {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Gateway, r.Op, r.InFlight, spreadCell(r.Throughput), spreadCell(r.P50),
 					spreadCell(r.P99), spreadCell(r.CPUPerOp), spreadCell(r.AllCPUPerOp))

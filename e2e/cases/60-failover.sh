@@ -315,8 +315,7 @@ failover_round() {
         trace_save "$OUT/trace-$p.einval.txt"
         result "${p}_lab_client_einval" SKIP 0 "the client's reconnect to the VIP local to its own kernel failed with rc=-22; round done again"
         rm -f "$f"; timeout 60 umount "$MNT"
-        rm -f "$FO/gw-$x.pid"; echo 0 > "$FO/down-$x"
-        wait_for 15 grep -qx BACKUP "$FO/state-$x" || { echo "  node $x did not rejoin as BACKUP"; cat "$FO/state-$x"; }
+        repair_node "$x"
         return 2
     fi
     echo "  events:"; sort -n "$OUT/failover-events.log" | tail -7 | sed 's/^/    /'
@@ -355,9 +354,14 @@ failover_round() {
     fi
     rm -f "$f"
     check "${p}_umount" timeout 60 umount "$MNT"
-    # repair the killed node: its check passes again, it rejoins as BACKUP
-    rm -f "$FO/gw-$x.pid"; echo 0 > "$FO/down-$x"
-    wait_for 15 grep -qx BACKUP "$FO/state-$x" || { echo "  node $x did not rejoin as BACKUP"; cat "$FO/state-$x"; }
+    repair_node "$x"
+}
+
+# repair_node N: the killed node's check passes again and it rejoins as
+# BACKUP
+repair_node() {
+    rm -f "$FO/gw-$1.pid"; echo 0 > "$FO/down-$1"
+    wait_for 15 grep -qx BACKUP "$FO/state-$1" || { echo "  node $1 did not rejoin as BACKUP"; cat "$FO/state-$1"; }
 }
 
 tstep setup_link setup_link || lab_fail "setup_link (veth + two rxe)"

@@ -497,7 +497,7 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 	}
 	info.Direct = o.backend
 	if o.relay == "haproxy" {
-		p, addr, err := startHaproxy(st.dir, o.backend)
+		p, addr, err := startHaproxy(st.dir, o.backend, haproxyMaxConn)
 		if err != nil {
 			return err
 		}

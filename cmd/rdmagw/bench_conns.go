@@ -32,7 +32,10 @@ import (
 // and CPU are its own; this process holds the N client connections
 // (one device, one pool) and keeps -inflight GETATTRs in flight on each.
 // Every case starts a fresh gateway (RSS never shrinks), and the cases
-// alternate (-conns 16,1000 -repeat 2: 16, 1000, 16, 1000).
+// alternate (-conns 16,1000 -repeat 2: 16, 1000, 16, 1000). With -relay
+// haproxy every connection count runs a second time as NFSv3/TCP clients
+// through haproxy in front of the same server: the anchor, what a TCP
+// relay on this machine keeps of its 16-connection rate at 1,000.
 
 func init() {
 	register("bench-conns", "N RDMA clients on one forward gateway (its own process): its RSS, registered bytes, ops/s, CPU per op", benchConns)
@@ -42,6 +45,7 @@ func init() {
 type connsOptions struct {
 	conns    []int
 	inflight int
+	active   int // connections loaded (0: all); the others stay connected and idle
 	duration time.Duration
 	srqDepth int
 	credits  int
@@ -52,6 +56,7 @@ type connsOptions struct {
 	procs    []int    // the gateways' runtime.procs compared (nil: not set)
 	crc      bool     // MPA CRCs asked for (clients and gateway)
 	compl    string   // -client-completion: the clients' Send completion (rdma.send_completion's values)
+	relay    string   // "haproxy": each count also through haproxy, TCP clients
 }
 
 func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
@@ -60,6 +65,7 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	fs.SetOutput(stderr)
 	conns := fs.String("conns", "16,1000", "client connections per case; a list runs each case with a fresh gateway")
 	fs.IntVar(&o.inflight, "inflight", 2, "GETATTRs in flight per connection")
+	fs.IntVar(&o.active, "active", 0, "load only this many of the connections (0: all); the others stay connected and idle: what holding connections costs, apart from what spreading the load over them costs")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "how long each case's load runs")
 	fs.IntVar(&o.srqDepth, "srq-depth", 4096, "the gateway's rdma.srq_depth (0: receives per connection)")
 	fs.IntVar(&o.credits, "credits", 128, "the gateway's rdma.credits (granted per connection)")
@@ -70,8 +76,12 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	procs := fs.String("gateway-procs", "", "the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list alternates them within each run, e.g. 1,2")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs; false: the clients ask for none and the gateway runs with rdma.mpa_crc: false, so the connections carry none")
 	clientCompletionFlag(fs, &o.compl)
+	fs.StringVar(&o.relay, "relay", "", "haproxy: also run every connection count as NFSv3/TCP clients through haproxy in TCP mode in front of the same server (the anchor: its ops/s at N connections over its ops/s at the fewest)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.relay != "" && o.relay != "haproxy" {
+		return nil, fmt.Errorf("-relay %q: want haproxy", o.relay)
 	}
 	o.bins = strings.Split(*bins, ",")
 	var err error
@@ -85,8 +95,8 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 		return nil, err
 	}
 	switch {
-	case o.inflight < 1 || o.repeat < 1 || o.credits < 1 || o.srqDepth < 0:
-		return nil, errors.New("-inflight, -repeat and -credits want at least 1, -srq-depth at least 0")
+	case o.inflight < 1 || o.repeat < 1 || o.credits < 1 || o.srqDepth < 0 || o.active < 0:
+		return nil, errors.New("-inflight, -repeat and -credits want at least 1, -srq-depth and -active at least 0")
 	case o.duration < time.Second:
 		return nil, errors.New("-duration: want at least 1s")
 	}
@@ -97,7 +107,9 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 // process's: CPU (utime+stime) over the load, RSS (VmRSS) and peak RSS
 // (VmHWM) at the end of the load, and its metrics then.
 type connsResult struct {
+	Path          string  `json:"path"` // "gateway", or the -relay (haproxy) with TCP clients
 	Conns         int     `json:"conns"`
+	Active        int     `json:"active"` // connections loaded (-active; the rest idle)
 	Run           int     `json:"run"`
 	Gateway       string  `json:"gateway_bin,omitempty"`
 	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default)
@@ -158,6 +170,15 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 					n, run, c.bin, r.GOMAXPROCS, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
 				results = append(results, r)
 			}
+			if o.relay != "" {
+				r, err := runConnsRelay(o, dir, memAddr, n, run)
+				if err != nil {
+					return results, fmt.Errorf("%d connections through %s (run %d): %w", n, o.relay, run, err)
+				}
+				fmt.Fprintf(progress, "  %d conns run %d %s: %.0f ops/s, %s %.0f µs/op, RSS %.1f MiB, setup %.1fs\n",
+					n, run, o.relay, r.OpsPerSec, o.relay, r.CPUPerOpUs, r.RSSMiB, r.SetupSeconds)
+				results = append(results, r)
+			}
 		}
 	}
 	return results, nil
@@ -202,7 +223,7 @@ connections:
 // clients to it, loads them and measures the gateway.
 func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGateway) (connsResult, error) {
 	bin := gw.bin
-	r := connsResult{Conns: n, Run: run, Gateway: bin, Procs: max(gw.procs, 0)}
+	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin, Procs: max(gw.procs, 0)}
 	if bin != "" {
 		benchExecutable = func() (string, error) { return bin, nil }
 		defer func() { benchExecutable = os.Executable }()
@@ -251,6 +272,44 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 	return r, nil
 }
 
+// runConnsRelay starts haproxy in front of the server at memAddr,
+// connects n NFSv3/TCP clients to it and loads them as runConnsCase
+// loads the gateway's: the same GETATTRs, in flight, duration and
+// figures of the relay process (its RSS; it registers nothing).
+func runConnsRelay(o *connsOptions, dir, memAddr string, n, run int) (connsResult, error) {
+	r := connsResult{Path: o.relay, Conns: n, Run: run}
+	p, addr, err := startHaproxy(dir, memAddr, n+64)
+	if err != nil {
+		return r, err
+	}
+	defer p.stop(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := nfsclient.MountRoot(ctx, memAddr, "/")
+	if err != nil {
+		return r, err
+	}
+	cl, err := dialConnsTCP(ctx, addr, n)
+	r.SetupSeconds = cl.setup.Seconds()
+	defer cl.close()
+	if err != nil {
+		return r, err
+	}
+	if err := cl.warm(ctx, root, o.inflight); err != nil {
+		return r, err
+	}
+	if err := cl.measure(ctx, root, o, p.pid(), &r); err != nil {
+		return r, err
+	}
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
+	if err != nil {
+		return r, err
+	}
+	r.RSSMiB = procField(st, "VmRSS:") / 1024
+	r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
+	return r, nil
+}
+
 // profSuffix tells apart the profiles of the gateways compared.
 func profSuffix(gw connsGateway) string {
 	s := ""
@@ -263,13 +322,13 @@ func profSuffix(gw connsGateway) string {
 	return s
 }
 
-// connsClients are the n client connections on one pure-Go device and
-// one pool.
+// connsClients are the n client connections: RDMA ones on one pure-Go
+// device and one pool, or TCP ones (no device).
 type connsClients struct {
 	dev   verbs.Device
 	pd    verbs.PD
 	pool  *rdmarpc.Pool
-	trs   []*nfsclient.RDMA
+	trs   []nfsclient.Transport
 	setup time.Duration
 }
 
@@ -296,10 +355,23 @@ func dialConnsClients(ctx context.Context, addr string, n, inflight int, ic iwar
 	if cl.pool, err = rdmarpc.NewPool(cl.pd, rdmarpc.PoolConfig{MaxBytes: 1 << 30}); err != nil {
 		return cl, err
 	}
+	cfg := rdmarpc.RequesterConfig{Pool: cl.pool, Credits: inflight + 2, InlineRecv: 1024, InlineSend: 1024}
+	err = cl.dial(n, func() (nfsclient.Transport, error) { return nfsclient.DialRDMA(ctx, cl.dev, addr, cfg) })
+	return cl, err
+}
+
+// dialConnsTCP connects n NFSv3/TCP clients to addr.
+func dialConnsTCP(ctx context.Context, addr string, n int) (*connsClients, error) {
+	cl := &connsClients{}
+	err := cl.dial(n, func() (nfsclient.Transport, error) { return nfsclient.DialTCP(ctx, addr) })
+	return cl, err
+}
+
+// dial makes the n connections, connsDialers at once, and times it.
+func (cl *connsClients) dial(n int, dial func() (nfsclient.Transport, error)) (err error) {
 	start := time.Now()
 	defer func() { cl.setup = time.Since(start) }()
-	cfg := rdmarpc.RequesterConfig{Pool: cl.pool, Credits: inflight + 2, InlineRecv: 1024, InlineSend: 1024}
-	cl.trs = make([]*nfsclient.RDMA, n)
+	cl.trs = make([]nfsclient.Transport, n)
 	next := make(chan int)
 	errs := make(chan error, connsDialers)
 	var wg sync.WaitGroup
@@ -308,7 +380,7 @@ func dialConnsClients(ctx context.Context, addr string, n, inflight int, ic iwar
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				t, err := nfsclient.DialRDMA(ctx, cl.dev, addr, cfg)
+				t, err := dial()
 				if err != nil {
 					errs <- fmt.Errorf("connection %d: %w", i, err)
 					return
@@ -317,12 +389,12 @@ func dialConnsClients(ctx context.Context, addr string, n, inflight int, ic iwar
 			}
 		}()
 	}
-dial:
+feed:
 	for i := range n {
 		select {
 		case next <- i:
 		case err = <-errs:
-			break dial
+			break feed
 		}
 	}
 	close(next)
@@ -330,7 +402,7 @@ dial:
 	if err == nil && len(errs) > 0 {
 		err = <-errs
 	}
-	return cl, err
+	return err
 }
 
 // connsDialers is how many connections the clients set up at once (the
@@ -355,11 +427,11 @@ func (cl *connsClients) close() {
 	}
 }
 
-// each runs f on inflight goroutines for every connection (its NFSv3
-// client) and waits for them all.
-func (cl *connsClients) each(inflight int, f func(c *nfsclient.V3)) {
+// each runs f on inflight goroutines for each of the first n
+// connections (its NFSv3 client) and waits for them all.
+func (cl *connsClients) each(n, inflight int, f func(c *nfsclient.V3)) {
 	var wg sync.WaitGroup
-	for _, t := range cl.trs {
+	for _, t := range cl.trs[:n] {
 		c := &nfsclient.V3{T: t}
 		for range inflight {
 			wg.Go(func() { f(c) })
@@ -373,7 +445,7 @@ func (cl *connsClients) each(inflight int, f func(c *nfsclient.V3)) {
 // both sides) is made before the measured load, not during it.
 func (cl *connsClients) warm(ctx context.Context, root []byte, inflight int) error {
 	errs := make(chan error, 1)
-	cl.each(inflight, func(c *nfsclient.V3) {
+	cl.each(len(cl.trs), inflight, func(c *nfsclient.V3) {
 		if _, err := c.Getattr(ctx, root); err != nil {
 			select {
 			case errs <- fmt.Errorf("warm-up GETATTR: %w", err):
@@ -389,14 +461,15 @@ func (cl *connsClients) warm(ctx context.Context, root []byte, inflight int) err
 	}
 }
 
-// load keeps inflight GETATTRs of root in flight on every connection
-// for d, counting into r, and returns how long it ran.
+// load keeps inflight GETATTRs of root in flight on each of the first
+// r.Active connections for d, counting into r, and returns how long it
+// ran.
 func (cl *connsClients) load(ctx context.Context, root []byte, inflight int, d time.Duration, r *connsResult) time.Duration {
 	ctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var ops, errs atomic.Int64
 	start := time.Now()
-	cl.each(inflight, func(c *nfsclient.V3) {
+	cl.each(r.Active, inflight, func(c *nfsclient.V3) {
 		for ctx.Err() == nil {
 			if _, err := c.Getattr(ctx, root); err != nil {
 				if ctx.Err() == nil {
@@ -414,6 +487,10 @@ func (cl *connsClients) load(ctx context.Context, root []byte, inflight int, d t
 // measure runs the load and fills r's rates and what the gateway (pid)
 // and this process used per op and per second.
 func (cl *connsClients) measure(ctx context.Context, root []byte, o *connsOptions, pid int, r *connsResult) error {
+	r.Active = len(cl.trs)
+	if o.active > 0 {
+		r.Active = min(o.active, r.Active)
+	}
 	self0, _ := procCPU(os.Getpid())
 	u0, err := readProcUsage(pid)
 	if err != nil {
@@ -480,15 +557,77 @@ func fetchMetrics(metricsAddr string) (map[string]float64, error) {
 }
 
 func printConnsTable(w io.Writer, rs []connsResult) {
-	fmt.Fprintln(w, "sys/op: the gateway's syscr+syscw (/proc/<pid>/io, read- and write-family calls only); csw/op: its voluntary+nonvoluntary context switches, all threads; procs: its GOMAXPROCS (go_sched_gomaxprocs_threads)")
-	fmt.Fprintf(w, "%-16s %5s %6s %4s %9s %10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n",
-		"gateway", "procs", "conns", "run", "ops/s", "gw_us/op", "sys/op", "csw/op", "gw_cores", "cli_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
+	fmt.Fprintln(w, "sys/op: the relay's syscr+syscw (/proc/<pid>/io, read- and write-family calls only; haproxy's recvfrom/sendto are not); csw/op: its voluntary+nonvoluntary context switches, all threads; procs: the gateway's GOMAXPROCS (go_sched_gomaxprocs_threads); gw_us/op, gw_cores, rss: the relay process's (the gateway or haproxy); cli_cores: this process's (the clients and the server)")
+	fmt.Fprintf(w, "%-16s %5s %6s %6s %4s %9s %10s %8s %8s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n",
+		"path", "procs", "conns", "active", "run", "ops/s", "gw_us/op", "sys/op", "csw/op", "gw_cores", "cli_cores", "rss_MiB", "peak_MiB", "reg_MiB", "heap_MiB", "gorout", "setup_s", "errors")
 	for _, r := range rs {
-		bin := r.Gateway
-		if bin == "" {
-			bin = "this"
-		}
-		fmt.Fprintf(w, "%-16s %5.0f %6d %4d %9.0f %10.1f %8.2f %8.2f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
-			filepath.Base(bin), r.GOMAXPROCS, r.Conns, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
+		fmt.Fprintf(w, "%-16s %5.0f %6d %6d %4d %9.0f %10.1f %8.2f %8.2f %9.2f %9.2f %9.1f %9.1f %9.1f %9.1f %8.0f %8.1f %6d\n",
+			r.label(), r.GOMAXPROCS, r.Conns, r.Active, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
 	}
+	if sc := connsScaling(rs); len(sc) > 0 {
+		fmt.Fprintln(w, "\naggregate ops/s at the most connections over the fewest, per path and run:")
+		for _, s := range sc {
+			fmt.Fprintf(w, "  %-16s run %d: %d/%d conns %.2fx\n", s.path, s.run, s.most, s.fewest, s.ratio)
+		}
+	}
+}
+
+// label names a result's path in the table: the gateway program's base
+// name ("this": this one), or the relay.
+func (r connsResult) label() string {
+	switch {
+	case r.Path != "" && r.Path != "gateway":
+		return r.Path
+	case r.Gateway == "":
+		return "this"
+	}
+	return filepath.Base(r.Gateway)
+}
+
+// connsScale is one path's aggregate at its most connections over its
+// aggregate at its fewest, in one run.
+type connsScale struct {
+	path         string
+	run          int
+	fewest, most int
+	ratio        float64
+}
+
+// connsScaling pairs, for every path (label and GOMAXPROCS) and run, the
+// case with the fewest connections and the one with the most.
+func connsScaling(rs []connsResult) []connsScale {
+	type key struct {
+		path  string
+		procs float64
+		run   int
+	}
+	lo, hi := map[key]connsResult{}, map[key]connsResult{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.label(), r.GOMAXPROCS, r.Run}
+		if l, ok := lo[k]; !ok {
+			order = append(order, k)
+			lo[k], hi[k] = r, r
+		} else {
+			if r.Conns < l.Conns {
+				lo[k] = r
+			}
+			if r.Conns > hi[k].Conns {
+				hi[k] = r
+			}
+		}
+	}
+	var out []connsScale
+	for _, k := range order {
+		l, h := lo[k], hi[k]
+		if l.Conns == h.Conns || l.OpsPerSec == 0 {
+			continue
+		}
+		path := k.path
+		if k.procs > 0 {
+			path += fmt.Sprintf(" procs %.0f", k.procs)
+		}
+		out = append(out, connsScale{path, k.run, l.Conns, h.Conns, h.OpsPerSec / l.OpsPerSec})
+	}
+	return out
 }

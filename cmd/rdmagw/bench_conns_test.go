@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rdmagw/rdmagw/gateway"
@@ -52,9 +54,88 @@ func TestBenchConns(t *testing.T) {
 	}
 }
 
+// TestBenchConnsRelay runs bench-conns with the haproxy anchor and
+// -active: every connection count runs on the gateway and then as TCP
+// clients through haproxy (its own process, in front of the same
+// server), each loading only the first -active connections, and the
+// table pairs each path's fewest and most connections.
+func TestBenchConnsRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a gateway process and haproxy")
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy not installed (scripts/install-deps.sh --test)")
+	}
+	t.Setenv(asRdmagwEnv, "1")
+	var out, errs bytes.Buffer
+	if rc := benchConns([]string{"-conns", "2,5", "-active", "3", "-relay", "haproxy", "-duration", "1s", "-srq-depth", "64", "-json"}, &out, &errs); rc != 0 {
+		t.Fatalf("bench-conns exit %d\n%s", rc, errs.String())
+	}
+	var rs []connsResult
+	if err := json.Unmarshal(out.Bytes(), &rs); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	want := []struct {
+		path          string
+		conns, active int
+	}{{"gateway", 2, 2}, {"haproxy", 2, 2}, {"gateway", 5, 3}, {"haproxy", 5, 3}}
+	if len(rs) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(rs), len(want), rs)
+	}
+	for i, w := range want {
+		r := rs[i]
+		if r.Path != w.path || r.Conns != w.conns || r.Active != w.active {
+			t.Errorf("result %d: %s, %d connections, %d loaded; want %s, %d, %d", i, r.Path, r.Conns, r.Active, w.path, w.conns, w.active)
+		}
+		// The relay's own process carried the load: its CPU, its RSS.
+		if r.Ops == 0 || r.Errors != 0 || r.CPUPerOpUs <= 0 || r.RSSMiB <= 0 {
+			t.Errorf("result %d (%s, %d connections): %+v", i, r.Path, r.Conns, r)
+		}
+		if (r.Path == "haproxy") != (r.Goroutines == 0 && r.RegisteredMiB == 0) {
+			t.Errorf("result %d (%s): goroutines %v, registered %v MiB: gateway metrics on the wrong path", i, r.Path, r.Goroutines, r.RegisteredMiB)
+		}
+	}
+	var table bytes.Buffer
+	printConnsTable(&table, rs)
+	for _, line := range []string{"this procs", "haproxy          run 1: 5/2 conns"} {
+		if !strings.Contains(table.String(), line) {
+			t.Errorf("table has no %q:\n%s", line, table.String())
+		}
+	}
+}
+
+// TestConnsScaling: each path's most connections over its fewest, per
+// run, whatever order the cases ran in.
+func TestConnsScaling(t *testing.T) {
+	rs := []connsResult{
+		{Path: "gateway", Conns: 16, Run: 1, GOMAXPROCS: 2, OpsPerSec: 100},
+		{Path: "haproxy", Conns: 16, Run: 1, OpsPerSec: 200},
+		{Path: "gateway", Conns: 1000, Run: 1, GOMAXPROCS: 2, OpsPerSec: 60},
+		{Path: "haproxy", Conns: 1000, Run: 1, OpsPerSec: 180},
+		{Path: "gateway", Conns: 1000, Run: 2, GOMAXPROCS: 2, OpsPerSec: 80},
+		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 2, OpsPerSec: 100},
+		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 1, OpsPerSec: 50}, // no pair
+	}
+	got := connsScaling(rs)
+	want := []connsScale{
+		{"this procs 2", 1, 16, 1000, 0.6},
+		{"haproxy", 1, 16, 1000, 0.9},
+		{"this procs 2", 2, 16, 1000, 0.8},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.path != w.path || g.run != w.run || g.fewest != w.fewest || g.most != w.most || g.ratio < w.ratio-1e-9 || g.ratio > w.ratio+1e-9 {
+			t.Errorf("%d: %+v, want %+v", i, g, w)
+		}
+	}
+}
+
 func TestConnsFlags(t *testing.T) {
 	var errs bytes.Buffer
-	for _, bad := range [][]string{{"-conns", "0"}, {"-inflight", "0"}, {"-duration", "10ms"}, {"-srq-depth", "-1"}} {
+	for _, bad := range [][]string{{"-conns", "0"}, {"-inflight", "0"}, {"-duration", "10ms"}, {"-srq-depth", "-1"}, {"-active", "-1"}, {"-relay", "nginx"}} {
 		if _, err := parseConnsFlags(bad, &errs); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -231,9 +231,10 @@ func freeTCPPort() (int, error) {
 
 // haproxyConfig is haproxy in TCP mode: it splices bytes between the
 // client and the backend and parses nothing (the cheapest userspace
-// relay). Threads are haproxy's default (one per CPU).
+// relay). Threads are haproxy's default (one per CPU); maxconn is the
+// client connections it takes (bench-conns: one per client).
 const haproxyConfig = `global
-    maxconn 1024
+    maxconn %d
 defaults
     mode tcp
     timeout connect 5s
@@ -246,10 +247,15 @@ backend nfs
     server nfs %s
 `
 
+// haproxyMaxConn is bench's haproxy: its clients are the in-flight
+// workers of one workload at a time.
+const haproxyMaxConn = 1024
+
 // startHaproxy starts haproxy (from $PATH; Debian's package, see
 // scripts/install-deps.sh) in front of backend, in the foreground (-db)
-// as one process, and returns it with its address.
-func startHaproxy(dir, backend string) (*benchProc, string, error) {
+// as one process, taking up to maxconn client connections, and returns
+// it with its address.
+func startHaproxy(dir, backend string, maxconn int) (*benchProc, string, error) {
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		return nil, "", errors.New("-relay haproxy: haproxy not installed (scripts/install-deps.sh --test)")
@@ -259,7 +265,7 @@ func startHaproxy(dir, backend string) (*benchProc, string, error) {
 		return nil, "", err
 	}
 	cf := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cf, fmt.Appendf(nil, haproxyConfig, port, backend), 0o644); err != nil {
+	if err := os.WriteFile(cf, fmt.Appendf(nil, haproxyConfig, maxconn, port, backend), 0o644); err != nil {
 		return nil, "", err
 	}
 	p, err := startBenchProc("haproxy", exec.Command(bin, "-db", "-f", cf))

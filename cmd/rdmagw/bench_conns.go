@@ -237,39 +237,18 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 		return r, err
 	}
 	defer p.stop(10 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	root, err := nfsclient.MountRoot(ctx, memAddr, "/")
-	if err != nil {
-		return r, err
-	}
-	cl, err := dialConnsClients(ctx, addr, n, o.inflight, o.clientIWARP())
-	r.SetupSeconds = cl.setup.Seconds()
-	defer cl.close()
-	if err != nil {
-		return r, err
-	}
-	if err := cl.warm(ctx, root, o.inflight); err != nil {
-		return r, err
-	}
-	prof := make(chan error, 1)
+	var during func() error
 	if o.profile != "" {
 		file := filepath.Join(o.profile, fmt.Sprintf("cpu-%d-%d%s.prof", n, run, profSuffix(gw)))
-		go func() { prof <- fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }()
+		during = func() error { return fetchCPUProfile(metrics, max(int(o.duration.Seconds())-1, 1), file) }
 	}
-	if err := cl.measure(ctx, root, o, p.pid(), &r); err != nil {
+	err = o.loadCase(memAddr, p.pid(), &r, func(ctx context.Context) (*connsClients, error) {
+		return dialConnsClients(ctx, addr, n, o.inflight, o.clientIWARP())
+	}, during, func() error { return gatewayMemory(p.pid(), metrics, &r) })
+	if err != nil || o.profile == "" {
 		return r, err
 	}
-	if err := gatewayMemory(p.pid(), metrics, &r); err != nil {
-		return r, err
-	}
-	if o.profile != "" {
-		if err := <-prof; err != nil {
-			return r, err
-		}
-		return r, fetchProfile(metrics, "heap", 0, filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(gw))))
-	}
-	return r, nil
+	return r, fetchProfile(metrics, "heap", 0, filepath.Join(o.profile, fmt.Sprintf("heap-%d-%d%s.prof", n, run, profSuffix(gw))))
 }
 
 // runConnsRelay starts haproxy in front of the server at memAddr,
@@ -283,31 +262,54 @@ func runConnsRelay(o *connsOptions, dir, memAddr string, n, run int) (connsResul
 		return r, err
 	}
 	defer p.stop(10 * time.Second)
+	return r, o.loadCase(memAddr, p.pid(), &r, func(ctx context.Context) (*connsClients, error) {
+		return dialConnsTCP(ctx, addr, n)
+	}, nil, func() error {
+		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
+		r.RSSMiB = procField(st, "VmRSS:") / 1024
+		r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
+		return err
+	})
+}
+
+// loadCase is one case's load on the relay process pid (the gateway or
+// haproxy) in front of the server at memAddr: it connects the clients
+// with dial, warms them, and measures the load into r; during (if set)
+// runs beside the measured load (a profile) and after (if set) right
+// after it, with the clients still connected.
+func (o *connsOptions) loadCase(memAddr string, pid int, r *connsResult, dial func(context.Context) (*connsClients, error), during, after func() error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := nfsclient.MountRoot(ctx, memAddr, "/")
 	if err != nil {
-		return r, err
+		return err
 	}
-	cl, err := dialConnsTCP(ctx, addr, n)
+	cl, err := dial(ctx)
 	r.SetupSeconds = cl.setup.Seconds()
 	defer cl.close()
 	if err != nil {
-		return r, err
+		return err
 	}
 	if err := cl.warm(ctx, root, o.inflight); err != nil {
-		return r, err
+		return err
 	}
-	if err := cl.measure(ctx, root, o, p.pid(), &r); err != nil {
-		return r, err
+	var beside chan error
+	if during != nil {
+		beside = make(chan error, 1)
+		go func() { beside <- during() }()
 	}
-	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
-	if err != nil {
-		return r, err
+	if err := cl.measure(ctx, root, o, pid, r); err != nil {
+		return err
 	}
-	r.RSSMiB = procField(st, "VmRSS:") / 1024
-	r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
-	return r, nil
+	if after != nil {
+		if err := after(); err != nil {
+			return err
+		}
+	}
+	if beside != nil {
+		return <-beside
+	}
+	return nil
 }
 
 // profSuffix tells apart the profiles of the gateways compared.

@@ -29,14 +29,7 @@ func benchRDMAWith(b *testing.B, cfg Config, op verbs.Opcode, size int) {
 // outstanding (1: each waited for, the latency of one operation).
 func benchRDMAWindow(b *testing.B, cfg Config, op verbs.Opcode, size, benchWindow int) {
 	cli, srv := pair(b, cfg, "")
-	remote := srv.mem(b, size*benchWindow, allAccess)
-	local := cli.mem(b, size*benchWindow, allAccess)
-	wrs := make([]verbs.SendWR, benchWindow)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{ID: uint64(i), Op: op, Signal: true,
-			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
-			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
-	}
+	wrs := windowWRs(b, cli, srv, op, size, benchWindow)
 	wcs := make([]verbs.WC, benchWindow)
 	sgls := make([][]verbs.SGE, benchWindow)
 	for i := range wrs {
@@ -67,6 +60,20 @@ func benchRDMAWindow(b *testing.B, cfg Config, op verbs.Opcode, size, benchWindo
 		}
 		completed += n
 	}
+}
+
+// windowWRs are window signaled work requests of op, each moving size
+// bytes between its own slice of a buffer of cli's and of srv's.
+func windowWRs(b *testing.B, cli, srv *side, op verbs.Opcode, size, window int) []verbs.SendWR {
+	remote := srv.mem(b, size*window, allAccess)
+	local := cli.mem(b, size*window, allAccess)
+	wrs := make([]verbs.SendWR, window)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{ID: uint64(i), Op: op, Signal: true,
+			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
+			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
+	}
+	return wrs
 }
 
 func benchTCP(b *testing.B, size int) {
@@ -298,14 +305,7 @@ func BenchmarkRead4KDirect(b *testing.B) { benchRDMADirect(b, benchCfg, verbs.Op
 // until the consumer has seen b.N completions.
 func benchRDMADirect(b *testing.B, cfg Config, op verbs.Opcode, size int) {
 	cli, srv := pair(b, cfg, "")
-	remote := srv.mem(b, size*benchWindow, allAccess)
-	local := cli.mem(b, size*benchWindow, allAccess)
-	wrs := make([]verbs.SendWR, benchWindow)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{ID: uint64(i), Op: op, Signal: true,
-			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
-			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
-	}
+	wrs := windowWRs(b, cli, srv, op, size, benchWindow)
 	var (
 		mu        sync.Mutex // the consumer serialises itself (DirectCQ's contract)
 		wcs       [benchWindow]verbs.WC

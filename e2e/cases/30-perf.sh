@@ -20,6 +20,15 @@
 # host (a report in the guest costs ~15 s a job):
 #   perf report -i perf-gw-seqread.data --kallsyms kallsyms --no-children --sort comm,dso,sym -g none
 # It is off by default: perf's start-up adds ~15 s to every job under TCG.
+# Two comparisons in the same run, off by default:
+#   E2E_PERF_GW_PROCS=N   a second gateway (transport gwp) on 20051 with
+#                         runtime.procs N, beside the default one: its
+#                         column and gwp/rdma in the table
+#   E2E_PERF_INLINE=B     both RDMA paths with inline thresholds of B bytes:
+#                         the client's sunrpc.rdma_max_inline_read/write and
+#                         the gateways' rdma.inline_recv/inline_send (knfsd
+#                         takes the client's; a 4 KiB I/O needs 8192 to go
+#                         without chunks, as in 22-inline)
 # e2e-timeout: 600  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
 SECS=${E2E_PERF_SECS:-10}
@@ -27,11 +36,26 @@ SIZE=${E2E_PERF_MIB:-128}
 command -v fio > /dev/null || { result perf SKIP 0 "fio not installed"; exit 0; }
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
-declare -A BW IOPS LINV
+declare -A BW IOPS LINV GWPID
 transports="tcp rdma"
+INLINE=${E2E_PERF_INLINE:-}
+if [ -n "$INLINE" ]; then
+    modprobe rpcrdma || lab_fail "rpcrdma module"
+    echo "$INLINE" > /proc/sys/sunrpc/rdma_max_inline_write && echo "$INLINE" > /proc/sys/sunrpc/rdma_max_inline_read ||
+        lab_fail "sunrpc.rdma_max_inline_read/write $INLINE"
+    GW_FW_RDMA_CONF="  inline_recv: $INLINE
+  inline_send: $INLINE"
+fi
 if gw_binary > /dev/null; then
-    if GW_PORT=20050 start_gateway; then transports="$transports gw"
+    if GW_PORT=20050 start_gateway; then transports="$transports gw"; GWPID[gw]=$GW_PID
     else result perf_gw FAIL 0 "gateway did not start"; FAILS=$((FAILS + 1)); fi
+    if [ -n "${E2E_PERF_GW_PROCS:-}" ]; then
+        GW_EXTRA_CONF="runtime:
+  procs: $E2E_PERF_GW_PROCS"
+        if GW_NAME=gwp GW_PORT=20051 GW_METRICS=127.0.0.1:9465 start_gateway; then transports="$transports gwp"; GWPID[gwp]=$GW_PID
+        else result perf_gwp FAIL 0 "gateway (procs $E2E_PERF_GW_PROCS) did not start"; FAILS=$((FAILS + 1)); fi
+        unset GW_EXTRA_CONF
+    fi
 else
     echo "gateway not built: no gw column"
 fi
@@ -69,12 +93,12 @@ run_fio() {
     if [ "${E2E_PERF_PROFILE:-0}" = 1 ] && command -v perf > /dev/null; then
         prof=(perf record -q -a -g -F 99 -B -N -o "/tmp/perf-$t-$w.data" --)
     fi
-    c0=$(cpu_ticks "$([ "$t" = gw ] && echo "${GW_PID:-}")")
+    c0=$(cpu_ticks "${GWPID[$t]:-}")
     out=$(timeout $((SECS + 120)) "${prof[@]}" fio --name="$t-$w" --filename="$f" --size="${SIZE}M" \
         --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1 \
         --fallocate=none --time_based --runtime="$SECS" --ramp_time=1 --minimal 2>> "$OUT/fio-perf.err") ||
         { echo "fio $t $w failed"; return 1; }
-    c1=$(cpu_ticks "$([ "$t" = gw ] && echo "${GW_PID:-}")")
+    c1=$(cpu_ticks "${GWPID[$t]:-}")
     [ ${#prof[@]} = 0 ] || mv "/tmp/perf-$t-$w.data" "$OUT/"
     cpu_report "$t" "$w" "$c0" "$c1" | tee -a "$OUT/cpu.txt"
     echo "$out" >> "$OUT/fio-perf.txt"
@@ -90,6 +114,7 @@ for t in $transports; do
         tcp)  opts="vers=4.1,proto=tcp" ;;
         rdma) opts="vers=4.1,proto=rdma,port=20049" ;;
         gw)   opts="vers=4.1,proto=rdma,port=20050" ;;
+        gwp)  opts="vers=4.1,proto=rdma,port=20051" ;;
     esac
     mkdir -p "/mnt/perf_$t"
     timeout 60 mount -t nfs -o "$opts" "$RXE_IP:/" "/mnt/perf_$t" ||
@@ -105,7 +130,7 @@ done
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 == 0) print "-"; else printf "%.2f", a/b }'; }
 {
-    echo "PERF fio direct I/O, NFSv4.1, ${SECS}s per workload, guest under $(grep -q hypervisor /proc/cpuinfo && echo QEMU) $(nproc) vCPU"
+    echo "PERF fio direct I/O, NFSv4.1, ${SECS}s per workload, guest under $(grep -q hypervisor /proc/cpuinfo && echo QEMU) $(nproc) vCPU${INLINE:+, inline thresholds $INLINE on both RDMA paths}"
     printf 'PERF %-22s %10s %10s %10s %9s %9s %9s\n' workload tcp rdma gw rdma/tcp gw/rdma gw/tcp
     for w in seqwrite seqread randread; do
         if [ $w = randread ]; then label="4KiB randread (IOPS)"
@@ -117,8 +142,20 @@ ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 
     done
     # Send With Invalidate spares the client these (svcrdma and rdmagw both use it)
     printf 'PERF %-22s %10s %10s %10s\n' "LOCAL_INV/chunked RPC" - "${LINV[rdma]:--}" "${LINV[gw]:--}"
+    if [ -n "${GWPID[gwp]:-}" ]; then
+        printf 'PERF %-22s %10s %10s %10s %9s\n' "gateway procs $E2E_PERF_GW_PROCS" rdma gw gwp gwp/rdma
+        for w in seqwrite seqread randread; do
+            if [ $w = randread ]; then label="4KiB randread (IOPS)"; y=${IOPS[rdma.$w]:-} z=${IOPS[gw.$w]:-} p=${IOPS[gwp.$w]:-}
+            else label="1MiB $w (MiB/s)"; y=${BW[rdma.$w]:-} z=${BW[gw.$w]:-} p=${BW[gwp.$w]:-}; fi
+            printf 'PERF %-22s %10s %10s %10s %9s\n' "$label" "${y:--}" "${z:--}" "${p:--}" "$(ratio "$p" "$y")"
+        done
+    fi
 } | tee "$OUT/perf.txt"
 if [ "$FAILS" = 0 ]; then result perf PASS "$(elapsed "$t0")" "benchmark (see table)"
 else result perf FAIL "$(elapsed "$t0")" "$FAILS workload(s) failed"; fi
+if [ -n "$INLINE" ]; then
+    echo 4096 > /proc/sys/sunrpc/rdma_max_inline_write
+    echo 4096 > /proc/sys/sunrpc/rdma_max_inline_read
+fi
 stop_bg
 exit $((FAILS > 0))

@@ -37,7 +37,8 @@
 #   start_gateway            ($GW_PROVIDER: the RDMA side's provider, default
 #                            ibverbs; $GW_NETNS: run it in that netns;
 #                            $GW_LISTEN_IP/$GW_BACKEND_IP/$GW_LOCAL_IP
-#                            override the addresses below)
+#                            override the addresses below; $GW_NAME names
+#                            a second gateway's log and config files)
 #                            write a forward config and start the gateway on
 #                            $RXE_IP:${GW_PORT:-20049} -> 127.0.0.1:2049, metrics on $GW_METRICS;
 #                            $GW_EXTRA_CONF is appended to the config;
@@ -402,9 +403,9 @@ need_gateway() {
 
 start_gateway() {
     GW_BIN=$(gw_binary) || return 1
-    GW_CONF=/tmp/forward.yaml
+    GW_CONF=/tmp/${GW_NAME:+$GW_NAME-}forward.yaml
     gw_forward_conf > "$GW_CONF"
-    cp "$GW_CONF" "$OUT/forward.yaml"
+    cp "$GW_CONF" "$OUT/${GW_NAME:+$GW_NAME-}forward.yaml"
     gw_launch
 }
 
@@ -455,19 +456,21 @@ EOC
     gw_launch
 }
 
-# gw_launch: check $GW_CONF, start $GW_BIN on it, wait for /metrics
+# gw_launch: check $GW_CONF, start $GW_BIN on it, wait for /metrics; its
+# output goes to $OUT/${GW_NAME:-gateway}.log (GW_NAME: a second gateway
+# in the same case, e.g. 30-perf's gwp)
 gw_launch() {
-    local ns=()
+    local ns=() log=$OUT/${GW_NAME:-gateway}.log
     [ -z "${GW_NETNS:-}" ] || ns=(ip netns exec "$GW_NETNS")
     "$GW_BIN" serve -c "$GW_CONF" -check || { echo "gateway rejects its config"; return 1; }
     ulimit -l unlimited 2>/dev/null
-    bg gateway "${ns[@]}" "$GW_BIN" serve -c "$GW_CONF"
+    bg "${GW_NAME:-gateway}" "${ns[@]}" "$GW_BIN" serve -c "$GW_CONF"
     GW_PID=${BG_PIDS[-1]}
     if ! wait_for 30 curl -sf "http://$GW_METRICS/metrics"; then
-        echo "gateway did not come up:"; tail -20 "$OUT/gateway.log"; return 1
+        echo "gateway did not come up:"; tail -20 "$log"; return 1
     fi
-    kill -0 "$GW_PID" 2>/dev/null || { tail -20 "$OUT/gateway.log"; return 1; }
-    echo "gateway pid=$GW_PID up: $(head -c 300 "$OUT/gateway.log" | tr '\n' ' ')"
+    kill -0 "$GW_PID" 2>/dev/null || { tail -20 "$log"; return 1; }
+    echo "gateway pid=$GW_PID up: $(head -c 300 "$log" | tr '\n' ' ')"
 }
 
 gw_scrape() { curl -sf "http://$GW_METRICS/metrics" > "$OUT/metrics${1:-}.txt"; }

@@ -262,7 +262,7 @@ func runConnsRelay(o *connsOptions, dir, memAddr string, n, run int) (connsResul
 		return r, err
 	}
 	defer p.stop(10 * time.Second)
-	return r, o.loadCase(memAddr, p.pid(), &r, func(ctx context.Context) (*connsClients, error) {
+	err = o.loadCase(memAddr, p.pid(), &r, func(ctx context.Context) (*connsClients, error) {
 		return dialConnsTCP(ctx, addr, n)
 	}, nil, func() error {
 		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
@@ -270,6 +270,7 @@ func runConnsRelay(o *connsOptions, dir, memAddr string, n, run int) (connsResul
 		r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
 		return err
 	})
+	return r, err
 }
 
 // loadCase is one case's load on the relay process pid (the gateway or

@@ -53,6 +53,22 @@ type cq struct {
 
 	connsMu sync.RWMutex
 	conns   map[uint32]*conn // by QP number, for WC.Conn
+
+	hook waitHook // Wait's watch on its context
+}
+
+// waitHook is Wait's watch on its context: when the context ends, the hook
+// sets the channel's read deadline in the past, which wakes a parked Wait
+// (and makes the next one look at the context). It is registered once per
+// context (context.AfterFunc allocates) and kept across Waits: the
+// consumer waits with the same context for the life of its connection
+// (rdmarpc's endpoint), so a Wait allocates nothing. A Wait with another
+// context (another Done channel) first takes the hook off the old one.
+type waitHook struct {
+	mu    sync.Mutex
+	done  <-chan struct{} // the watched context's Done (nil: none watched)
+	stop  func() bool
+	fired chan struct{} // closed once the hook has run
 }
 
 func newCQ(d *device, depth int) (*cq, error) {
@@ -228,23 +244,47 @@ func (q *cq) ready() (bool, error) {
 
 var longAgo = time.Unix(1, 0)
 
+// watch makes sure the hook watches ctx (see waitHook).
+func (q *cq) watch(ctx context.Context) {
+	h := &q.hook
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	done := ctx.Done()
+	if done == h.done {
+		return
+	}
+	q.unwatchLocked()
+	if done == nil {
+		return // a context that never ends: nothing to watch
+	}
+	fired := make(chan struct{})
+	h.done, h.fired = done, fired
+	h.stop = context.AfterFunc(ctx, func() {
+		_ = q.file.SetReadDeadline(longAgo)
+		close(fired)
+	})
+}
+
+// unwatchLocked takes the hook off its context; if it already ran, it
+// waits for it to finish and clears the deadline it set. Caller holds
+// q.hook.mu.
+func (q *cq) unwatchLocked() {
+	h := &q.hook
+	if h.done == nil {
+		return
+	}
+	if !h.stop() {
+		<-h.fired
+		_ = q.file.SetReadDeadline(time.Time{})
+	}
+	h.done, h.stop, h.fired = nil, nil, nil
+}
+
 func (q *cq) Wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ctx.Done() != nil {
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			_ = q.file.SetReadDeadline(longAgo)
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				<-fired
-				_ = q.file.SetReadDeadline(time.Time{})
-			}
-		}()
-	}
+	q.watch(ctx)
 	for {
 		ok, err := q.ready()
 		if ok || err != nil {
@@ -288,6 +328,9 @@ func (q *cq) Close() error {
 	}
 	q.closed = true
 	q.mu.Unlock()
+	q.hook.mu.Lock()
+	q.unwatchLocked() // before the file closes: the hook may be setting its deadline
+	q.hook.mu.Unlock()
 	return q.destroy()
 }
 

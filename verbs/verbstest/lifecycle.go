@@ -140,8 +140,9 @@ func testQueueFull(t *testing.T, c config) {
 }
 
 // testCQWait: Wait parks (uses next to no CPU) until a completion arrives,
-// returns the context's error when cancelled, and ErrClosed when the CQ
-// is closed under it. Poll of an empty CQ returns 0.
+// allocates nothing when it returns at once with a context it waited with
+// before, returns the context's error when cancelled, and ErrClosed when
+// the CQ is closed under it. Poll of an empty CQ returns 0.
 func testCQWait(t *testing.T, c config) {
 	e := newEnv(t, c)
 	p := e.connect(t, nil, nil)
@@ -154,6 +155,7 @@ func testCQWait(t *testing.T, c config) {
 	}
 
 	t.Run("WakesOnCompletion", func(t *testing.T) { cqWaitWakes(t, e, p) })
+	t.Run("NoAllocs", func(t *testing.T) { cqWaitAllocs(t, e, p) })
 	t.Run("Cancel", func(t *testing.T) { cqWaitCancel(t, e, p) })
 	t.Run("Close", func(t *testing.T) { cqWaitClose(t, e) })
 }
@@ -207,6 +209,39 @@ func cqWaitWakes(t *testing.T, e *env, p *pair) {
 	}
 	mustWC(t, e.waitOne(t, p.srv.rcq), 1, verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
 	mustWC(t, e.waitOne(t, p.cli.scq), 2, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
+}
+
+// cqWaitAllocs: with a completion ready, Wait returns at once and
+// allocates nothing, its context's watch included, once it has waited
+// with that context before: the gateway's engine waits with one context
+// for the life of its connection, once per completion batch when calls
+// come one at a time, so a provider that allocates per Wait allocates per
+// RPC. (testing.AllocsPerRun divides with an integer: a few allocations
+// of the providers' own goroutines during the 100 runs do not count.)
+func cqWaitAllocs(t *testing.T, e *env, p *pair) {
+	in := e.srv.region(t, 64, verbs.AccessLocalWrite)
+	out := e.cli.region(t, 64, 0)
+	postRecv(t, p.srv.conn, recvWR(3, in.sge(0, 64)))
+	ctx, cancel := context.WithTimeout(context.Background(), e.c.Timeout)
+	defer cancel()
+	post(t, p.cli.conn, sendWR(4, out.sge(0, 64)))
+	if err := p.srv.rcq.Wait(ctx); err != nil { // the completion is in
+		t.Fatalf("Wait for the Recv: %v", err)
+	}
+	var werr error
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := p.srv.rcq.Wait(ctx); err != nil && werr == nil {
+			werr = err
+		}
+	})
+	if werr != nil {
+		t.Fatalf("Wait with a completion ready: %v", werr)
+	}
+	if allocs != 0 {
+		t.Errorf("Wait with a completion ready: %v allocations per call, want 0", allocs)
+	}
+	mustWC(t, e.waitOne(t, p.srv.rcq), 3, verbs.OpRecv, verbs.StatusSuccess, p.srv.conn)
+	mustWC(t, e.waitOne(t, p.cli.scq), 4, verbs.OpSend, verbs.StatusSuccess, p.cli.conn)
 }
 
 // cqWaitCancel: Wait returns context.Canceled when its context is.

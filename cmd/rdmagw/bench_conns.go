@@ -264,12 +264,7 @@ func runConnsRelay(o *connsOptions, dir, memAddr string, n, run int) (connsResul
 	defer p.stop(10 * time.Second)
 	err = o.loadCase(memAddr, p.pid(), &r, func(ctx context.Context) (*connsClients, error) {
 		return dialConnsTCP(ctx, addr, n)
-	}, nil, func() error {
-		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid()), "status"))
-		r.RSSMiB = procField(st, "VmRSS:") / 1024
-		r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
-		return err
-	})
+	}, nil, func() error { return procMemory(p.pid(), &r) })
 	return r, err
 }
 
@@ -515,12 +510,9 @@ func (cl *connsClients) measure(ctx context.Context, root []byte, o *connsOption
 // gatewayMemory fills r's memory figures: RSS from /proc, registered
 // bytes, heap and goroutines from the gateway's metrics.
 func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
-	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
+	if err := procMemory(pid, r); err != nil {
 		return err
 	}
-	r.RSSMiB = procField(st, "VmRSS:") / 1024
-	r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
 	m, err := fetchMetrics(metricsAddr)
 	if err != nil {
 		return err
@@ -530,6 +522,18 @@ func gatewayMemory(pid int, metricsAddr string, r *connsResult) error {
 	r.HeapMiB = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
 	r.Goroutines = m["go_goroutines"]
 	r.GOMAXPROCS = m["go_sched_gomaxprocs_threads"]
+	return nil
+}
+
+// procMemory fills r's RSS and peak RSS from /proc/<pid>/status (VmRSS,
+// VmHWM): the relay process's, the gateway's or haproxy's.
+func procMemory(pid int, r *connsResult) error {
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return err
+	}
+	r.RSSMiB = procField(st, "VmRSS:") / 1024
+	r.PeakRSSMiB = procField(st, "VmHWM:") / 1024
 	return nil
 }
 

@@ -26,8 +26,9 @@
 #   E2E_VERSIONS  NFS versions of the data suites (default "3 4.0 4.1 4.2")
 #   E2E_DATA_MIB, E2E_FIO_MIB, E2E_PERF_SECS   sizes and durations
 #   E2E_PERF_PROFILE=1  30-perf: a guest-wide perf record per fio job
-#   E2E_PERF_GW_PROCS=N, E2E_PERF_INLINE=B  30-perf: a second gateway at
-#                 runtime.procs N; inline thresholds B on both RDMA paths
+#   E2E_PERF_GW_PROCS=N, E2E_PERF_CUT_THROUGH=S, E2E_PERF_INLINE=B
+#                 30-perf: a second gateway at runtime.procs N and/or
+#                 rdma.cut_through S; inline thresholds B on both RDMA paths
 #   E2E_FO_VERSIONS, E2E_FO_MIB, E2E_FO_OPTS   60-failover: versions, file
 #                 size, extra mount options (e.g. timeo=100)
 #   E2E_SIW_SKIP=1  skip 70-siw; E2E_SIW_VERSIONS, E2E_SIW_DATA_MIB,
@@ -138,6 +139,7 @@ for f in "${cases[@]}"; do
             ${E2E_PERF_PROFILE:+-e "E2E_PERF_PROFILE=$E2E_PERF_PROFILE"} \
             ${E2E_PERF_GW_PROCS:+-e "E2E_PERF_GW_PROCS=$E2E_PERF_GW_PROCS"} \
             ${E2E_PERF_INLINE:+-e "E2E_PERF_INLINE=$E2E_PERF_INLINE"} \
+            ${E2E_PERF_CUT_THROUGH:+-e "E2E_PERF_CUT_THROUGH=$E2E_PERF_CUT_THROUGH"} \
             ${E2E_DELEG_VERSIONS+-e "E2E_DELEG_VERSIONS=$E2E_DELEG_VERSIONS"} \
             ${E2E_DELEG_REVERSE_VERSIONS+-e "E2E_DELEG_REVERSE_VERSIONS=$E2E_DELEG_REVERSE_VERSIONS"} \
             ${E2E_FO_VERSIONS+-e "E2E_FO_VERSIONS=$E2E_FO_VERSIONS"} \

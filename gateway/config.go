@@ -164,7 +164,15 @@ type RDMAConfig struct {
 	// iwarp.Config.CompleteOnTransmit). The default is the mode's
 	// (DefaultSendCompletionFor); with ibverbs the device decides.
 	SendCompletion string `yaml:"send_completion"`
+	// CutThrough (forward mode): a READ's data (any DDP item bound for a
+	// client's Write chunk) is RDMA-written as it arrives from the
+	// backend, whenever this many more bytes of it are in, instead of
+	// after the whole reply (rdmarpc.Call.WriteAhead); 0 turns it off.
+	CutThrough ByteSize `yaml:"cut_through"`
 }
+
+// DefaultCutThrough is rdma.cut_through's default (README, "Cut-through").
+const DefaultCutThrough = 128 << 10
 
 // The rdma.send_completion values.
 const (
@@ -325,6 +333,7 @@ func defaultRDMAConfig() RDMAConfig {
 		Versions:            slices.Clone(DefaultVersions),
 		MPACRC:              true,
 		SendCompletion:      DefaultSendCompletion,
+		CutThrough:          DefaultCutThrough,
 		Limits: LimitsConfig{
 			MaxReadSegments:     lim.MaxReadSegments,
 			MaxReadChunks:       lim.MaxReadChunks,

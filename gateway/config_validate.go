@@ -142,6 +142,9 @@ func (c *Config) validateRDMA(bad func(string, string, ...any)) {
 		bad("rdma.mpa_crc", "applies to the iwarp provider only (with ibverbs the device decides: siw's mpa_crc_required; got false with %q)", c.rdmaProvider())
 	}
 	checkSendCompletion(bad, r.SendCompletion, c.rdmaProvider(), c.Mode)
+	if r.CutThrough != 0 && (r.CutThrough < 4<<10 || r.CutThrough > 16<<20) {
+		bad("rdma.cut_through", "must be 0 (off) or between 4KiB and 16MiB (got %v)", r.CutThrough)
+	}
 	if r.MaxReadsOutstanding < 1 || r.MaxReadsOutstanding > 1024 {
 		bad("rdma.max_reads_outstanding", "must be between 1 and 1024 (got %d)", r.MaxReadsOutstanding)
 	}

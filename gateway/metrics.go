@@ -59,6 +59,7 @@ type Metrics struct {
 	errChunk        prometheus.Counter
 	engineDrops     *prometheus.CounterVec
 	sendInv         prometheus.Counter
+	writtenAhead    prometheus.Counter
 	work            *workMetrics // work requests by path (metrics_work.go)
 
 	BackendLatency    prometheus.Histogram
@@ -200,6 +201,8 @@ func (m *Metrics) registerRDMASeries(f factory) {
 	m.memoryWaits = f.counter(metricname.RDMAMemoryWaitsTotal, "Times a connection's calls began to wait for registered memory for their Read chunks (the pool or connections.max_call_memory was used up); the client is slowed down, no call is dropped.")
 	m.sendInv = f.counter(metricname.RepliesSendInvalidateTotal,
 		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
+	m.writtenAhead = f.counter(metricname.ReplyBytesWrittenAheadTotal,
+		"Bytes of READ (and READLINK) results RDMA-written into the client's Write chunk while the rest of the reply was still arriving from the backend (cut-through, forward.cut_through); also counted with the reply in rdmagw_bytes_total.")
 	m.engineDrops = f.counterVec(metricname.RDMAMessagesDroppedTotal, "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 }
 
@@ -366,6 +369,9 @@ func (m *engineMetrics) ErrorSent(code rdmarpc.ErrorCode) {
 
 // SendInvalidated counts a reply sent with Send With Invalidate.
 func (m *engineMetrics) SendInvalidated() { m.sendInv.Inc() }
+
+// WrittenAhead counts item bytes written ahead of their reply.
+func (m *engineMetrics) WrittenAhead(n int) { m.writtenAhead.Add(float64(n)) }
 
 // Dropped counts a message the engine dropped.
 func (m *engineMetrics) Dropped(reason rdmarpc.DropReason) {

@@ -32,6 +32,9 @@
 //	responder_recv.go      receive: decode, error answers, Read chunk pulls,
 //	                       Call (XID, WriteChunks, WriteChunkLen)
 //	responder_reply.go     reply: pairReply, placeReply, the Write+Send chain
+//	responder_ahead.go     cut-through: a reply item's RDMA Writes posted
+//	                       while the rest of the reply is still coming
+//	                       (Call.WriteAhead, Piece.Written)
 //	responder_inv.go       Send With Invalidate
 //	responder_garbage.go   the GARBAGE_ARGS answer (both versions)
 //	responder_srq.go       SharedRecv: receive buffers shared by responder
@@ -85,6 +88,12 @@
 //	stage        one staging buffer for unregistered pieces
 //	appendItemWrites, appendReplyChunkWrites, copyInline, appendSend
 //	             -> [RDMA Write ...] Send, one chain, only the Send signaled
+//
+// With cut-through the handler has posted the leading parts of an item
+// already (WriteAhead: the same pairing, checked before the first part,
+// each part a chain whose last Write is signaled); the reply's Writes
+// start where they ended (Piece.Written) and its Write list returns the
+// whole item's length.
 //
 // # Wire format
 //

@@ -80,9 +80,11 @@ type countMetrics struct {
 
 func newCountMetrics() *countMetrics { return &countMetrics{n: map[string]int{}} }
 
-func (m *countMetrics) add(k string) {
+func (m *countMetrics) add(k string) { m.addN(k, 1) }
+
+func (m *countMetrics) addN(k string, n int) {
 	m.mu.Lock()
-	m.n[k]++
+	m.n[k] += n
 	m.mu.Unlock()
 }
 
@@ -97,6 +99,7 @@ func (m *countMetrics) ReplySent(k ReplyKind, _, _ int)   { m.add("reply_" + k.S
 func (m *countMetrics) ErrorSent(c ErrorCode)             { m.add("error_" + c.String()) }
 func (m *countMetrics) Dropped(r DropReason)              { m.add("drop_" + r.String()) }
 func (m *countMetrics) SendInvalidated()                  { m.add("send_inv") }
+func (m *countMetrics) WrittenAhead(n int)                { m.addN("written_ahead", n) }
 func (m *countMetrics) MemoryWait()                       { m.add("memory_wait") }
 func (m *countMetrics) RDMAFailed(op verbs.Opcode, _ verbs.Status) {
 	m.add("rdma_failed_" + op.String())

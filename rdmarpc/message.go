@@ -21,6 +21,10 @@ type Piece struct {
 	// registered memory). An engine can RDMA-Write or expose only pieces
 	// that have one.
 	Buf *Buffer
+	// Written is, of an Item piece of a reply, how many of its leading
+	// bytes the handler has RDMA-written into the item's Write chunk
+	// already (Call.WriteAhead); Reply writes the rest. 0 otherwise.
+	Written int
 }
 
 // maxPieces bounds the pieces a Message holds without allocating: inline

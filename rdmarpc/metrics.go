@@ -116,6 +116,10 @@ type ResponderMetrics interface {
 	// SendInvalidated: the reply just counted by ReplySent went as Send
 	// With Invalidate of the requester's rkey (responder_inv.go).
 	SendInvalidated()
+	// WrittenAhead: n bytes of a reply's item were RDMA-written into its
+	// Write chunk before the reply (Call.WriteAhead); ReplySent counts
+	// them again with the reply, among its written bytes.
+	WrittenAhead(n int)
 	// Dropped: a received message was dropped without an answer.
 	Dropped(reason DropReason)
 	// MemoryWait: calls began to wait for registered memory for their
@@ -152,6 +156,7 @@ func (nopResponderMetrics) CallReceived(CallKind, int, int)       {}
 func (nopResponderMetrics) ReplySent(ReplyKind, int, int)         {}
 func (nopResponderMetrics) ErrorSent(ErrorCode)                   {}
 func (nopResponderMetrics) SendInvalidated()                      {}
+func (nopResponderMetrics) WrittenAhead(int)                      {}
 func (nopResponderMetrics) Dropped(DropReason)                    {}
 func (nopResponderMetrics) MemoryWait()                           {}
 func (nopResponderMetrics) RDMAFailed(verbs.Opcode, verbs.Status) {}

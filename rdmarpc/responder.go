@@ -23,11 +23,13 @@ import (
 //	                    pulling and reassembly of the call
 //	responder_reply.go  reply: Write chunk pairing (pairReply), Reply chunk
 //	                    (placeReply), ERR_CHUNK, one Write+Send chain
+//	responder_ahead.go  cut-through: an item's Writes posted ahead of its
+//	                    reply (WriteAhead), each a chain of its own
 //
 // One goroutine (Serve) owns the completion queue and everything that
-// happens in reaction to completions; Reply and Drop run on the handler's
-// goroutines and touch only the send side (send contexts, send-queue
-// slots) and the receive being answered.
+// happens in reaction to completions; Reply, WriteAhead and Drop run on
+// the handler's goroutines and touch only the send side (send contexts,
+// send-queue slots) and the receive being answered.
 
 // ResponderConfig configures a responder connection. Zero fields take the
 // defaults.
@@ -133,21 +135,24 @@ type Handler interface {
 	// reassembled from the Position-Zero Read chunk. It must hand off
 	// quickly and never block on the network. The handler later calls
 	// exactly one of call.Reply or call.Drop, from any goroutine; after
-	// that the Call and its Msg belong to the engine again. Reply from
-	// within ServeCall (say, to reject garbage at once) works but never
-	// waits for send resources: when none is free the connection is
-	// closed (RFC 8166 §4.5.4), counted as a no_resources drop. Replies
-	// from other goroutines wait for them. Drop is for calls that must
-	// get no reply (a retransmission still in progress, teardown).
+	// that the Call and its Msg belong to the engine again. Before it,
+	// the handler may post parts of a reply item with call.WriteAhead
+	// (cut-through, responder_ahead.go), from the goroutine that will
+	// Reply or hand the reply on. Reply from within ServeCall (say, to
+	// reject garbage at once) works but never waits for send resources:
+	// when none is free the connection is closed (RFC 8166 §4.5.4),
+	// counted as a no_resources drop. Replies from other goroutines wait
+	// for them. Drop is for calls that must get no reply (a
+	// retransmission still in progress, teardown).
 	//
 	// ServeCall (and ServeBatchDone) may also run inside a Reply made
 	// from another goroutine: on a provider that completes the reply's
 	// Send as it writes it (iwarp with CompleteOnTransmit), the last
 	// outstanding call's Reply takes that completion itself, and with it
 	// any call that arrived meanwhile (endpoint.settlePosts); so may
-	// ResponderConn.SendBackwardCall, which posts too (Drop posts
-	// nothing). So a handler must not hold, while it calls Reply or
-	// SendBackwardCall, a lock that ServeCall takes.
+	// ResponderConn.SendBackwardCall or WriteAhead, which post too (Drop
+	// posts nothing). So a handler must not hold, while it calls Reply,
+	// WriteAhead or SendBackwardCall, a lock that ServeCall takes.
 	ServeCall(call *Call)
 }
 

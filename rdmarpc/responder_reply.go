@@ -29,6 +29,7 @@ var (
 	errReplyTooLarge      = errors.New("reply exceeds the inline threshold and the Reply chunk")
 	errTooManyWRs         = errors.New("reply needs more work requests than the send queue holds")
 	errStagingTooLarge    = errors.New("unregistered reply data exceeds the largest pool buffer")
+	errWrittenAhead       = errors.New("reply piece written ahead where the reply does not put it")
 )
 
 // sendCtxt is one reply (or error answer) in flight: its header buffer,
@@ -111,14 +112,25 @@ func (s *sendCtxt) link() {
 
 // appendWrites emits RDMA Writes that move src, in order, into the
 // segments of room, filling each segment before the next, at most maxSGE
-// local elements per request. out (the reply header's copy of the chunk)
-// gets each segment's Length set to the bytes written into it; unused
+// local elements per request, starting skip bytes into room (bytes
+// written there before: WriteAhead). out (the reply header's copy of the
+// chunk; nil for Writes ahead of the reply) gets each segment's Length
+// set to the bytes written into it, the skipped ones included; unused
 // segments stay at zero, as the reply must return them.
-func (s *sendCtxt) appendWrites(src []verbs.SGE, room, out WriteChunk, maxSGE int) {
+func (s *sendCtxt) appendWrites(src []verbs.SGE, room, out WriteChunk, skip, maxSGE int) {
 	si, so := 0, 0
 	for k := range room {
 		left := int(room[k].Length)
 		remote := room[k].Offset
+		if skip > 0 {
+			d := min(skip, left)
+			skip -= d
+			left -= d
+			remote += uint64(d)
+			if out != nil {
+				out[k].Length += uint32(d)
+			}
+		}
 		for left > 0 && si < len(src) {
 			start, n := len(s.sges), 0
 			for left > 0 && si < len(src) && len(s.sges)-start < maxSGE {
@@ -133,7 +145,9 @@ func (s *sendCtxt) appendWrites(src []verbs.SGE, room, out WriteChunk, maxSGE in
 			}
 			s.addWR(wrWrite|uint64(s.idx), verbs.OpRDMAWrite, start, remote, room[k].Handle)
 			remote += uint64(n)
-			out[k].Length += uint32(n)
+			if out != nil {
+				out[k].Length += uint32(n)
+			}
 		}
 	}
 }
@@ -262,6 +276,11 @@ func (c *ResponderConn) sendDone(s *sendCtxt) {
 // Writes read from are released when the Send completes.
 func (c *ResponderConn) post(s *sendCtxt) error {
 	s.link()
+	return c.postChain(s, c.outstanding.Load() == 0)
+}
+
+// postChain posts s, linked, and settles now or not (endpoint.settle).
+func (c *ResponderConn) postChain(s *sendCtxt, now bool) error {
 	c.inFlight.Add(1)
 	if c.cfg.ReplyTimeout > 0 {
 		s.posted.Store(time.Now().UnixNano())
@@ -275,7 +294,7 @@ func (c *ResponderConn) post(s *sendCtxt) error {
 		c.putSend(s)
 		return c.postFailed("reply", err)
 	}
-	c.settle(c.outstanding.Load() == 0) // s may be retired from here on
+	c.settle(now) // s may be retired from here on
 	return nil
 }
 
@@ -610,20 +629,21 @@ func (s *sendCtxt) pairReply(ch *Header, msg *Message) (replyLayout, error) {
 		p := &msg.Pieces[i]
 		k := -1
 		if p.Item {
-			if item < len(ch.Writes) && ch.Writes[item].Len() > 0 {
-				k = item
+			var err error
+			if k, err = itemChunk(ch, item, len(p.Data)); err != nil {
+				return l, err
 			}
 			item++
+		}
+		if p.Written < 0 || p.Written > 0 && (k < 0 || p.Written > len(p.Data)) {
+			return l, fmt.Errorf("%w: piece %d says %d bytes of %d were written ahead into Write chunk %d",
+				errWrittenAhead, i, p.Written, len(p.Data), k)
 		}
 		s.chunk = append(s.chunk, k)
 		switch n := len(p.Data); {
 		case k >= 0:
-			if uint64(n) > ch.Writes[k].Len() {
-				return l, &roomError{chunk: k, need: uint64(n), err: fmt.Errorf("%w: item %d is %d bytes, Write chunk %d offers %d",
-					errWriteChunkTooSmall, k, n, k, ch.Writes[k].Len())}
-			}
 			if p.Buf == nil {
-				l.ddpCopy += n
+				l.ddpCopy += n - p.Written
 			}
 		case p.Item:
 			l.inline += n + padLen(n)
@@ -693,8 +713,13 @@ func (s *sendCtxt) appendItemWrites(ch, h *Header, msg *Message, st *stager, max
 		if k < 0 || len(p.Data) == 0 {
 			continue
 		}
-		s.src = append(s.src[:0], st.sge(p))
-		s.appendWrites(s.src, ch.Writes[k], h.Writes[k], maxSGE)
+		s.src = s.src[:0]
+		if p.Written < len(p.Data) {
+			rest := *p
+			rest.Data = p.Data[p.Written:]
+			s.src = append(s.src, st.sge(&rest))
+		}
+		s.appendWrites(s.src, ch.Writes[k], h.Writes[k], p.Written, maxSGE)
 		written += len(p.Data)
 	}
 	return written
@@ -710,7 +735,7 @@ func (s *sendCtxt) appendReplyChunkWrites(ch, h *Header, msg *Message, st *stage
 			s.src = st.appendSGEs(s.src, &msg.Pieces[i])
 		}
 	}
-	s.appendWrites(s.src, ch.Reply, h.Reply, maxSGE)
+	s.appendWrites(s.src, ch.Reply, h.Reply, 0, maxSGE)
 }
 
 // copyInline copies the inline part of the reply (items not DDP'd with

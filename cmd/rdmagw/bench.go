@@ -51,6 +51,7 @@ type benchOptions struct {
 	crc            bool          // MPA CRCs asked for on the RDMA side (client, spawned gateways)
 	clientCompl    string        // -client-completion: the bench client's Send completion (rdma.send_completion's values)
 	gatewayCompl   string        // -send-completion: the spawned gateways' rdma.send_completion ("": their default)
+	gatewayCuts    []string      // -cut-through: one spawned gateway per rdma.cut_through value (nil: one, its default)
 	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string        // where the gateway's CPU profile goes
 	profileOp      string        // the workload profiled
@@ -63,7 +64,7 @@ type benchOptions struct {
 // benchFlagText holds the flags that parseBenchFlags converts after
 // parsing.
 type benchFlagText struct {
-	ops, size, concurrency, procs, anchors, inline *string
+	ops, size, concurrency, procs, cuts, anchors, inline *string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -123,6 +124,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs on the pure-Go RDMA connections; false: the bench client asks for none and -spawn-gateway starts the gateways with rdma.mpa_crc: false, so the connections carry none (a -gateway of yours must have it off too)")
 	clientCompletionFlag(fs, &o.clientCompl)
 	fs.StringVar(&o.gatewayCompl, "send-completion", "", "with -spawn-gateway: the gateways' rdma.send_completion (transmit or placement; empty: the gateway's default)")
+	text.cuts = fs.String("cut-through", "", "with -spawn-gateway: the gateways' rdma.cut_through (a size such as 128KiB; 0: off; empty: the gateway's default); a list (0,128KiB) starts one gateway for each (with -gateway-procs, one for each pair) and runs every workload through each in turn")
 	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS[:WORKERS],... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS, WORKERS (epoll) its threads if fewer than PROCS")
 	fs.IntVar(&o.rounds, "rounds", 1, "run every workload this many times on every path, alternating the paths (ABBA: in even rounds the other path goes first), and report each round's ratios and their median (min-max): the spread says how much of a difference is noise")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
@@ -144,6 +146,9 @@ func (o *benchOptions) convert(text benchFlagText) error {
 	}
 	if o.gatewayProcs, err = parseProcsList(*text.procs); err != nil {
 		return fmt.Errorf("-gateway-procs: %w", err)
+	}
+	if o.gatewayCuts, err = parseCutList(*text.cuts); err != nil {
+		return fmt.Errorf("-cut-through: %w", err)
 	}
 	if o.anchors, err = parseAnchors(*text.anchors); err != nil {
 		return fmt.Errorf("-anchors: %w", err)
@@ -252,6 +257,22 @@ func parseProcsList(s string) ([]int, error) {
 	return out, nil
 }
 
+// parseCutList parses -cut-through: sizes separated by commas.
+func parseCutList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if _, err := gateway.ParseByteSize(f); err != nil {
+			return nil, fmt.Errorf("%q: want sizes (0 for off) separated by commas: %w", s, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // runtimeProcsConfig is the runtime section a spawned gateway gets for
 // -gateway-procs.
 func runtimeProcsConfig(procs int) string {
@@ -296,11 +317,14 @@ type benchInfo struct {
 // benchGateway is a gateway process the bench started, and the path
 // through it.
 type benchGateway struct {
-	Path    string `json:"path"`
-	PID     int    `json:"pid"`
-	Procs   int    `json:"procs"` // its runtime.procs (0: Go's default)
-	Addr    string `json:"address"`
-	Metrics string `json:"metrics"`
+	Path  string `json:"path"`
+	PID   int    `json:"pid"`
+	Procs int    `json:"procs"` // its runtime.procs (0: Go's default)
+	// CutThrough is its rdma.cut_through as given to -cut-through ("":
+	// the default).
+	CutThrough string `json:"cut_through,omitempty"`
+	Addr       string `json:"address"`
+	Metrics    string `json:"metrics"`
 }
 
 func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult, info *benchInfo, err error) {
@@ -316,7 +340,7 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	if err := st.start(o, info, log); err != nil {
 		return nil, nil, err
 	}
-	npaths := max(len(o.gatewayProcs), 1) + 1 + len(o.anchors)
+	npaths := max(len(o.gatewayProcs), 1)*max(len(o.gatewayCuts), 1) + 1 + len(o.anchors)
 	budget := time.Duration(len(o.ops)*len(o.concurrency)*npaths*o.rounds)*o.duration + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -524,28 +548,36 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 }
 
 // spawnGateways starts the gateway processes: one per -gateway-procs
-// value, or one with its default. The first is the one -cpuprofile
-// profiles and -gateway names.
+// and -cut-through pair, or one with the defaults. The first is the one
+// -cpuprofile profiles and -gateway names.
 func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
-	procs := o.gatewayProcs
+	procs, cuts := o.gatewayProcs, o.gatewayCuts
 	if procs == nil {
 		procs = []int{-1}
 	}
+	if cuts == nil {
+		cuts = []string{""}
+	}
 	for _, n := range procs {
-		extra, path := "", "gateway"
-		if n >= 0 {
-			extra = runtimeProcsConfig(n)
+		for _, cut := range cuts {
+			extra, path := "", "gateway"
+			if n >= 0 {
+				extra = runtimeProcsConfig(n)
+			}
+			extra += o.gatewayRDMAConfig(cut)
+			if len(procs) > 1 {
+				path += fmt.Sprintf("-p%d", n)
+			}
+			if len(cuts) > 1 {
+				path += "-ct" + cut
+			}
+			p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, extra)
+			if err != nil {
+				return err
+			}
+			st.procs = append(st.procs, p)
+			info.Gateways = append(info.Gateways, benchGateway{Path: path, PID: p.pid(), Procs: max(n, 0), CutThrough: cut, Addr: addr, Metrics: metrics})
 		}
-		extra += o.gatewayRDMAConfig()
-		if len(procs) > 1 {
-			path = fmt.Sprintf("gateway-p%d", n)
-		}
-		p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, extra)
-		if err != nil {
-			return err
-		}
-		st.procs = append(st.procs, p)
-		info.Gateways = append(info.Gateways, benchGateway{Path: path, PID: p.pid(), Procs: max(n, 0), Addr: addr, Metrics: metrics})
 	}
 	g := info.Gateways[0]
 	o.gateway, st.metrics = g.Addr, g.Metrics
@@ -671,13 +703,17 @@ func fillBenchFile(ctx context.Context, t benchTarget, size int64) error {
 	}
 }
 
-// checkCompletion checks -client-completion and -send-completion.
+// checkCompletion checks -client-completion, -send-completion and
+// -cut-through.
 func (o *benchOptions) checkCompletion() error {
 	if err := checkClientCompletion(o.clientCompl); err != nil {
 		return err
 	}
 	if o.gatewayCompl != "" && !o.spawnGateway {
 		return errors.New("-send-completion: with -spawn-gateway (a -gateway of yours has its own rdma.send_completion)")
+	}
+	if o.gatewayCuts != nil && !o.spawnGateway {
+		return errors.New("-cut-through: with -spawn-gateway (a -gateway of yours has its own rdma.cut_through)")
 	}
 	return nil
 }
@@ -706,15 +742,20 @@ func (o *benchOptions) clientIWARP() iwarp.Config {
 	return gateway.IWARPConfigFor(o.crc, o.clientCompl)
 }
 
-// gatewayRDMAConfig is the rdma section -crc and -send-completion give
-// the spawned gateways ("" if they keep the defaults).
-func (o *benchOptions) gatewayRDMAConfig() string {
+// gatewayRDMAConfig is the rdma section -crc, -send-completion,
+// -cut-through and -inline give the spawned gateways ("" if they keep
+// the defaults).
+// cut is the gateway's rdma.cut_through ("": its default).
+func (o *benchOptions) gatewayRDMAConfig(cut string) string {
 	s := ""
 	if !o.crc {
 		s += "  mpa_crc: false\n"
 	}
 	if o.gatewayCompl != "" {
 		s += "  send_completion: " + o.gatewayCompl + "\n"
+	}
+	if cut != "" {
+		s += "  cut_through: " + cut + "\n"
 	}
 	if o.inline > 0 {
 		s += fmt.Sprintf("  inline_recv: %d\n  inline_send: %d\n", o.inline, o.inline)

@@ -177,7 +177,11 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 	fmt.Fprintln(w, "  client, server: the CPU of this bench process (the NFS client of the path) and of the -backend-pid server;")
 	fmt.Fprintln(w, "    all CPU per op: client + relay + server, gateway path / other path (what bounds throughput on shared cores)")
 	for _, g := range info.Gateways {
-		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d\n", g.Path, g.PID, g.Procs)
+		ct := ""
+		if g.CutThrough != "" {
+			ct = ", rdma.cut_through " + g.CutThrough
+		}
+		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d%s\n", g.Path, g.PID, g.Procs, ct)
 	}
 	if info.Gateways == nil && info.GatewayPID != 0 {
 		fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)

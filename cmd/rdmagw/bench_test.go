@@ -179,6 +179,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-embedded", "-crc=false"},
 		{"bench", "-embedded", "-client-completion", "ack"},
 		{"bench", "-embedded", "-send-completion", "transmit"},
+		{"bench", "-embedded", "-cut-through", "64KiB"},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-cut-through", "lots"},
 		{"bench", "-embedded", "-anchors", "netpoll:1"},
 		{"bench", "-embedded", "-rounds", "0"},
 		{"bench", "-embedded", "-inline", "8KiB"},
@@ -194,13 +196,27 @@ func TestBenchBadFlags(t *testing.T) {
 	}
 }
 
+// -cut-through gives the spawned gateways rdma.cut_through, 0 included.
+func TestBenchCutThroughConfig(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want gateway.ByteSize
+	}{{"", gateway.DefaultCutThrough}, {"0", 0}, {"64KiB", 64 << 10}} {
+		cfg, err := gateway.ParseConfig([]byte(fmt.Sprintf(gatewayProcessConfig, 20049, "127.0.0.1", "2049", 9100) +
+			(&benchOptions{crc: true}).gatewayRDMAConfig(c.flag)))
+		if err != nil || cfg.RDMA.CutThrough != c.want {
+			t.Errorf("-cut-through %q: rdma.cut_through %v (%v), want %v", c.flag, cfg.RDMA.CutThrough, err, c.want)
+		}
+	}
+}
+
 // TestBenchInline: -inline 8KiB lets the bench client send a 4 KiB WRITE
 // inline to a gateway announcing 8 KiB receive buffers, where by default
 // its data goes by Read chunk (an RDMA Read round trip more), and gives
 // the gateways -spawn-gateway starts that inline_recv and inline_send.
 func TestBenchInline(t *testing.T) {
 	cfg, err := gateway.ParseConfig([]byte(fmt.Sprintf(gatewayProcessConfig, 20049, "127.0.0.1", "2049", 9100) +
-		(&benchOptions{inline: 8 << 10, crc: true}).gatewayRDMAConfig()))
+		(&benchOptions{inline: 8 << 10, crc: true}).gatewayRDMAConfig("")))
 	if err != nil || cfg.RDMA.InlineRecv != 8<<10 || cfg.RDMA.InlineSend != 8<<10 {
 		t.Fatalf("spawned gateway config: %+v, %v", cfg, err)
 	}

@@ -24,6 +24,8 @@
 #   E2E_PERF_GW_PROCS=N   a second gateway (transport gwp) on 20051 with
 #                         runtime.procs N, beside the default one: its
 #                         column and gwp/rdma in the table
+#   E2E_PERF_CUT_THROUGH=S  the same second gateway with rdma.cut_through S
+#                         (0: off; with E2E_PERF_GW_PROCS, both)
 #   E2E_PERF_INLINE=B     both RDMA paths with inline thresholds of B bytes:
 #                         the client's sunrpc.rdma_max_inline_read/write and
 #                         the gateways' rdma.inline_recv/inline_send (knfsd
@@ -49,11 +51,16 @@ fi
 if gw_binary > /dev/null; then
     if GW_PORT=20050 start_gateway; then transports="$transports gw"; GWPID[gw]=$GW_PID
     else result perf_gw FAIL 0 "gateway did not start"; FAILS=$((FAILS + 1)); fi
-    if [ -n "${E2E_PERF_GW_PROCS:-}" ]; then
-        GW_EXTRA_CONF="runtime:
+    if [ -n "${E2E_PERF_GW_PROCS:-}${E2E_PERF_CUT_THROUGH:-}" ]; then
+        GWP_LABEL="gateway${E2E_PERF_GW_PROCS:+ procs $E2E_PERF_GW_PROCS}${E2E_PERF_CUT_THROUGH:+ cut $E2E_PERF_CUT_THROUGH}"
+        [ -n "${E2E_PERF_GW_PROCS:-}" ] && GW_EXTRA_CONF="runtime:
   procs: $E2E_PERF_GW_PROCS"
+        rdma_conf=${GW_FW_RDMA_CONF:-}
+        [ -n "${E2E_PERF_CUT_THROUGH:-}" ] && GW_FW_RDMA_CONF="${rdma_conf:+$rdma_conf
+}  cut_through: $E2E_PERF_CUT_THROUGH"
         if GW_NAME=gwp GW_PORT=20051 GW_METRICS=127.0.0.1:9465 start_gateway; then transports="$transports gwp"; GWPID[gwp]=$GW_PID
-        else result perf_gwp FAIL 0 "gateway (procs $E2E_PERF_GW_PROCS) did not start"; FAILS=$((FAILS + 1)); fi
+        else result perf_gwp FAIL 0 "$GWP_LABEL did not start"; FAILS=$((FAILS + 1)); fi
+        GW_FW_RDMA_CONF=$rdma_conf
         unset GW_EXTRA_CONF
     fi
 else
@@ -129,6 +136,10 @@ for t in $transports; do
 done
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 == 0) print "-"; else printf "%.2f", a/b }'; }
+# ahead ADDR: MiB of READ data the gateway with metrics at ADDR wrote
+# ahead of its replies (rdma.cut_through), "-" if it does not answer
+ahead() { curl -sf "http://$1/metrics" | awk '/^rdmagw_reply_bytes_written_ahead_total/ { s += $2; n++ }
+    END { if (n) printf "%.0f", s / 1048576; else print "-" }'; }
 {
     echo "PERF fio direct I/O, NFSv4.1, ${SECS}s per workload, guest under $(grep -q hypervisor /proc/cpuinfo && echo QEMU) $(nproc) vCPU${INLINE:+, inline thresholds $INLINE on both RDMA paths}"
     printf 'PERF %-22s %10s %10s %10s %9s %9s %9s\n' workload tcp rdma gw rdma/tcp gw/rdma gw/tcp
@@ -143,12 +154,13 @@ ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 
     # Send With Invalidate spares the client these (svcrdma and rdmagw both use it)
     printf 'PERF %-22s %10s %10s %10s\n' "LOCAL_INV/chunked RPC" - "${LINV[rdma]:--}" "${LINV[gw]:--}"
     if [ -n "${GWPID[gwp]:-}" ]; then
-        printf 'PERF %-22s %10s %10s %10s %9s\n' "gateway procs $E2E_PERF_GW_PROCS" rdma gw gwp gwp/rdma
+        printf 'PERF %-22s %10s %10s %10s %9s\n' "$GWP_LABEL" rdma gw gwp gwp/rdma
         for w in seqwrite seqread randread; do
             if [ $w = randread ]; then label="4KiB randread (IOPS)"; y=${IOPS[rdma.$w]:-} z=${IOPS[gw.$w]:-} p=${IOPS[gwp.$w]:-}
             else label="1MiB $w (MiB/s)"; y=${BW[rdma.$w]:-} z=${BW[gw.$w]:-} p=${BW[gwp.$w]:-}; fi
             printf 'PERF %-22s %10s %10s %10s %9s\n' "$label" "${y:--}" "${z:--}" "${p:--}" "$(ratio "$p" "$y")"
         done
+        printf 'PERF %-22s %10s %10s %10s\n' "MiB written ahead" - "$(ahead "$GW_METRICS")" "$(ahead 127.0.0.1:9465)"
     fi
 } | tee "$OUT/perf.txt"
 if [ "$FAILS" = 0 ]; then result perf PASS "$(elapsed "$t0")" "benchmark (see table)"

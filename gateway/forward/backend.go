@@ -664,7 +664,7 @@ const replyPeekMax = 16 << 10
 func (s *session) readReplies(ctx context.Context, conn *net.TCPConn, done <-chan struct{}) error {
 	rr := s.replyReader(conn)
 	lim := s.cfg.CarryLimits()
-	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim)
+	rb := newReplyBuilder(ctx, rr, s.pool, s.replyQuota, &s.be.localWait, replyPeekMax, &lim, int(s.cfg.RDMA.CutThrough))
 	p := &replyPump{s: s, rr: rr, rb: rb, done: done}
 	if rc, err := conn.SyscallConn(); err == nil {
 		p.sr.Init(rc, p, true) // a reset behind a reply is seen by the next write or ping

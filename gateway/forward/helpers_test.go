@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward"
@@ -100,6 +101,36 @@ type proxy struct {
 	// opens again (ops_test.go): a slow backend.
 	gateMu sync.Mutex
 	gate   chan struct{} // nil or closed: open
+
+	// tricklePiece > 0: replies go on in writes of that many bytes with
+	// tricklePause after each, as from a backend slower than the gateway
+	// (cutthrough_test.go): the gateway's reads come back short.
+	tricklePiece atomic.Int64
+	tricklePause atomic.Int64 // nanoseconds
+}
+
+// trickler is the reply side's writer: whole writes, or pieces with a
+// pause after each while the proxy trickles.
+type trickler struct {
+	p *proxy
+	c net.Conn
+}
+
+func (w trickler) Write(b []byte) (int, error) {
+	piece, pause := int(w.p.tricklePiece.Load()), time.Duration(w.p.tricklePause.Load())
+	if piece <= 0 {
+		return w.c.Write(b)
+	}
+	n := 0
+	for n < len(b) {
+		m, err := w.c.Write(b[n:min(n+piece, len(b))])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		time.Sleep(pause)
+	}
+	return n, nil
 }
 
 func startProxy(t testing.TB, target string) *proxy {
@@ -153,7 +184,7 @@ func (p *proxy) replies(s, c net.Conn) {
 	defer c.Close()
 	defer s.Close()
 	rr := tcprpc.NewRecordReader(s, nil)
-	rw := tcprpc.NewRecordWriter(c, nil)
+	rw := tcprpc.NewRecordWriter(trickler{p, c}, nil)
 	var buf []byte
 	for {
 		rec, err := rr.ReadRecord(buf[:0])

@@ -10,7 +10,7 @@ import "github.com/rdmagw/rdmagw/gateway"
 // rdma.inline_recv, backchannel.max_calls nor backchannel.disabled: they
 // set the receives of a connection, and the receive pool is sized for
 // connections.max of them at start (openRecvPool).
-var connFields = []string{"rdma.inline_send", "rdma.versions", "rdma.max_reads_outstanding", "rdma.limits.",
+var connFields = []string{"rdma.inline_send", "rdma.versions", "rdma.max_reads_outstanding", "rdma.limits.", "rdma.cut_through",
 	"backchannel.queue", "backchannel.timeout",
 	"backend.connect_timeout", "backend.reserved_source_port", "backend.reconnect_backoff_initial",
 	"backend.reconnect_backoff_max", "backend.give_up_after", "backend.max_reply_bytes",

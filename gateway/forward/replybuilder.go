@@ -48,15 +48,45 @@ type replyBuilder struct {
 	lim *ulb.IOLimits
 	// capped counts the values lowered in the last reply.
 	capped int
+
+	// pc is the call whose reply is being built, for ahead; noAhead is
+	// set once a Write ahead failed in this reply.
+	pc      *pendingCall
+	noAhead bool
 }
 
 // newReplyBuilder returns the builder of a backend reader: buffers are
 // charged to quota (the connection's connections.max_reply_memory), and
 // localWait is set while it waits for them (the reader is held up on our
 // side, not by the server: the backend watchdog skips it).
-func newReplyBuilder(ctx context.Context, rr *tcprpc.RecordReader, pool *rdmarpc.Pool, quota *rdmarpc.Quota, localWait *atomic.Bool, peekMax int, lim *ulb.IOLimits) *replyBuilder {
-	return &replyBuilder{rr: rr, pool: pool, ctx: ctx, lim: lim, sp: splitter.New(splitter.Config{
-		Pool: pool, Quota: quota, Window: peekMax, Inline: splitter.Registered, LocalWait: localWait})}
+// cutThrough is rdma.cut_through: item bodies are written ahead of the
+// reply in parts of at least that many bytes (0: not at all).
+func newReplyBuilder(ctx context.Context, rr *tcprpc.RecordReader, pool *rdmarpc.Pool, quota *rdmarpc.Quota, localWait *atomic.Bool, peekMax int, lim *ulb.IOLimits, cutThrough int) *replyBuilder {
+	b := &replyBuilder{rr: rr, pool: pool, ctx: ctx, lim: lim}
+	cfg := splitter.Config{Pool: pool, Quota: quota, Window: peekMax, Inline: splitter.Registered, LocalWait: localWait}
+	if cutThrough > 0 {
+		cfg.Ahead, cfg.AheadMin = b.ahead, cutThrough
+	}
+	b.sp = splitter.New(cfg)
+	return b
+}
+
+// ahead is the splitter's Config.Ahead (cut-through): the part of a
+// reply item received so far goes into the client's Write chunk now
+// (rdmarpc.Call.WriteAhead), and the reply later writes the rest. An
+// item the call has no room for, or a call answered otherwise, is left
+// to the reply (ErrNotAhead); after any refusal the rest of this reply
+// is too, so a connection that has ended costs one attempt.
+func (b *replyBuilder) ahead(item, done, got int, buf *rdmarpc.Buffer) int {
+	pc := b.pc
+	if b.noAhead || pc == nil || pc.call == nil {
+		return done
+	}
+	if err := pc.call.WriteAhead(item, len(buf.Bytes), done, buf.Bytes[done:got], buf); err != nil {
+		b.noAhead = true
+		return done
+	}
+	return got
 }
 
 // errConnGoing: the backend connection ended while waiting for buffers.
@@ -68,8 +98,10 @@ var errConnGoing = errors.New("forward: backend connection closing")
 // been released and the message is empty.
 func (b *replyBuilder) build(pc *pendingCall, hdrLen int, walk bool) error {
 	b.fallback, b.refused, b.capped = false, nil, 0
+	b.pc, b.noAhead = pc, false
 	out, err := b.sp.Split(b.ctx, b.rr, &pc.reply, splitter.Record{XID: pc.xid, Dir: ulb.Reply,
 		Prog: pc.prog, Vers: pc.vers, Proc: pc.proc, HdrLen: hdrLen, Walk: walk})
+	b.pc = nil
 	if err != nil {
 		if b.ctx.Err() != nil {
 			return errConnGoing

@@ -55,6 +55,7 @@ const (
 	RDMAOperationsTotal              = "rdmagw_rdma_operations_total"
 	RDMAWorkRequestsTotal            = "rdmagw_rdma_work_requests_total"
 	RepliesSendInvalidateTotal       = "rdmagw_replies_send_invalidate_total"
+	ReplyBytesWrittenAheadTotal      = "rdmagw_reply_bytes_written_ahead_total"
 	RepliesTotal                     = "rdmagw_replies_total"
 	ReplyChunkRetriesTotal           = "rdmagw_reply_chunk_retries_total"
 )
@@ -108,6 +109,7 @@ var All = []string{
 	RDMAOperationsTotal,
 	RDMAWorkRequestsTotal,
 	RepliesSendInvalidateTotal,
+	ReplyBytesWrittenAheadTotal,
 	RepliesTotal,
 	ReplyChunkRetriesTotal,
 }

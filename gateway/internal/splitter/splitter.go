@@ -73,6 +73,21 @@ type Config struct {
 	// LocalWait, if set, is true while Split waits for pool memory: the
 	// reader is held up on the gateway's side, not by its peer.
 	LocalWait *atomic.Bool
+	// Ahead, if set (Registered only), is offered each item body of at
+	// least 2*AheadMin bytes while it arrives, for cut-through
+	// (rdmarpc.Call.WriteAhead). Each read asks for the rest of the body;
+	// whenever one returns less (the socket had no more for now, or a
+	// record fragment ended: the next read may wait for the peer) with at
+	// least AheadMin bytes received and not yet taken, Ahead(item, done,
+	// got, buf) is called with the item's index (ulb.Item.Index), the
+	// bytes it took so far (done) and the bytes received (got) into buf,
+	// whose Bytes is the whole body. It returns the bytes taken now: got
+	// when it took Bytes[done:got], done when it declined. The item's
+	// piece says in Written how many it took in all. A body that is all
+	// there when it is read is never offered, and the rest of any body
+	// goes with the message.
+	Ahead    func(item, done, got int, buf *rdmarpc.Buffer) int
+	AheadMin int
 }
 
 // Record names the record Split reads: the current one of the reader,
@@ -323,7 +338,7 @@ func (s *Splitter) place(ctx context.Context, skip int, it ulb.Item) error {
 	if err := s.copyInline(ctx, skip+it.Offset); err != nil {
 		return err
 	}
-	if err := s.item(ctx, it.Length); err != nil {
+	if err := s.item(ctx, it.Index, it.Length); err != nil {
 		return fmt.Errorf("item %d: %w", it.Index, err)
 	}
 	if it.Pad > 0 {
@@ -334,16 +349,18 @@ func (s *Splitter) place(ctx context.Context, skip int, it ulb.Item) error {
 	return nil
 }
 
-// item receives an item body of n bytes into a buffer of its own.
-func (s *Splitter) item(ctx context.Context, n int) error {
+// item receives the body of item index, n bytes, into a buffer of its
+// own.
+func (s *Splitter) item(ctx context.Context, index, n int) error {
 	s.open = -1
 	var buf *rdmarpc.Buffer
+	written := 0
 	if n > 0 {
 		var err error
 		if buf, err = s.get(ctx, n); err != nil {
 			return err
 		}
-		if _, err := s.rr.ReadFull(buf.Bytes); err != nil {
+		if written, err = s.receiveBody(index, buf); err != nil {
 			buf.Release()
 			return err
 		}
@@ -356,9 +373,35 @@ func (s *Splitter) item(ctx context.Context, n int) error {
 	if buf == nil {
 		s.msg.Append(rdmarpc.Piece{Item: true})
 	} else {
-		s.msg.Append(rdmarpc.Piece{Data: buf.Bytes, Item: true, Buf: buf})
+		s.msg.Append(rdmarpc.Piece{Data: buf.Bytes, Item: true, Buf: buf, Written: written})
 	}
 	return nil
+}
+
+// receiveBody fills buf with the body of item index, offering it to
+// Config.Ahead as it arrives; it returns the bytes Ahead took.
+func (s *Splitter) receiveBody(index int, buf *rdmarpc.Buffer) (int, error) {
+	body := buf.Bytes
+	if s.cfg.Ahead == nil || s.cfg.Inline != Registered || len(body) < 2*s.cfg.AheadMin {
+		_, err := s.rr.ReadFull(body)
+		return 0, err
+	}
+	done, got := 0, 0
+	for got < len(body) {
+		m, err := s.rr.Read(body[got:])
+		got += m
+		if err == io.EOF {
+			return done, tcprpc.ErrShortRecord
+		}
+		if err != nil {
+			return done, err
+		}
+		// A read short of the rest: the next may wait for the backend.
+		if got < len(body) && got-done >= s.cfg.AheadMin {
+			done = s.cfg.Ahead(index, done, got, buf)
+		}
+	}
+	return done, nil
 }
 
 // copyInline moves the record's next n bytes to inline memory.

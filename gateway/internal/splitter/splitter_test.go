@@ -423,8 +423,28 @@ func splitAllLoose(t *testing.T, rng *rand.Rand, pool *rdmarpc.Pool, mode Inline
 		hdr = 40
 	}
 	var msg rdmarpc.Message
-	sp := New(Config{Pool: pool, Window: testWindow, Inline: mode})
-	if _, err := sp.Split(context.Background(), rr, &msg, Record{Dir: r.dir, Prog: progNFS, Vers: 3, Proc: r.proc, HdrLen: hdr, Walk: true}); err != nil {
+	cfg := Config{Pool: pool, Window: testWindow, Inline: mode}
+	// Half the time with cut-through: Ahead takes parts at random and,
+	// as a Write posted ahead does, holds the buffer until "its Writes
+	// complete" (after the split, success or not).
+	var held []*rdmarpc.Buffer
+	if rng.IntN(2) == 0 {
+		cfg.AheadMin = 1 + rng.IntN(256)
+		cfg.Ahead = func(_, done, got int, buf *rdmarpc.Buffer) int {
+			if rng.IntN(2) == 0 {
+				return done
+			}
+			buf.Ref()
+			held = append(held, buf)
+			return got
+		}
+	}
+	sp := New(cfg)
+	_, err := sp.Split(context.Background(), rr, &msg, Record{Dir: r.dir, Prog: progNFS, Vers: 3, Proc: r.proc, HdrLen: hdr, Walk: true})
+	for _, b := range held {
+		b.Release()
+	}
+	if err != nil {
 		// An item whose length runs past the record's end: the record
 		// is broken (the caller drops the connection, as before the
 		// splitter); nothing may be held.
@@ -445,4 +465,82 @@ func splitAllLoose(t *testing.T, rng *rand.Rand, pool *rdmarpc.Pool, mode Inline
 	if err := reassembles(&msg, r.rec); err != nil {
 		t.Fatal(err)
 	}
+	for i, p := range msg.Pieces {
+		if p.Written != 0 && (!p.Item || p.Written >= len(p.Data) || p.Written < cfg.AheadMin) {
+			t.Fatalf("piece %d (item %v, %d bytes) says %d written ahead (parts of at least %d)", i, p.Item, len(p.Data), p.Written, cfg.AheadMin)
+		}
+	}
+}
+
+// Config.Ahead sees an item body as it arrives: in order, after reads
+// that leave at least AheadMin bytes untaken and the body incomplete,
+// with the bytes received so far already in the buffer; the piece's
+// Written is what it took in all (a declined offer leaves the bytes to the next
+// one). A Scratch splitter never offers.
+func TestSplitAhead(t *testing.T) {
+	const aheadMin = 4096
+	totalTaken := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		pool := newPool(t, 4<<20)
+		data := randBytes(rng, 1+rng.IntN(testMaxClass))
+		rec := read3Reply(9, data)
+		rr := tcprpc.NewRecordReader(&choppy{data: frame(rng, nil, rec), rng: rng, max: 1 + rng.IntN(3*aheadMin)},
+			&tcprpc.ReaderConfig{BufferSize: testWindow})
+		if err := rr.Next(); err != nil {
+			t.Fatal(err)
+		}
+		mode := Registered
+		if seed%8 == 7 {
+			mode = Scratch
+		}
+		taken, offers := 0, 0
+		ahead := func(item, done, got int, buf *rdmarpc.Buffer) int {
+			offers++
+			switch {
+			case item != 0 || done != taken || got-done < aheadMin || got >= len(data):
+				t.Fatalf("seed %d: Ahead(%d, %d, %d) of a %d-byte body, %d taken before", seed, item, done, got, len(data), taken)
+			case !bytes.Equal(buf.Bytes[:got], data[:got]) || len(buf.Bytes) != len(data):
+				t.Fatalf("seed %d: Ahead(%d, %d): the buffer does not hold the body received", seed, done, got)
+			}
+			if rng.IntN(3) > 0 {
+				taken = got
+			}
+			return taken
+		}
+		var msg rdmarpc.Message
+		sp := New(Config{Pool: pool, Window: testWindow, Inline: mode, Ahead: ahead, AheadMin: aheadMin})
+		if _, err := sp.Split(context.Background(), rr, &msg, Record{XID: 9, Dir: ulb.Reply, Prog: progNFS, Vers: 3, Proc: procRead, HdrLen: 24, Walk: true}); err != nil {
+			t.Fatal(err)
+		}
+		if mode == Scratch {
+			if offers != 0 {
+				t.Fatalf("seed %d: a Scratch splitter offered %d parts", seed, offers)
+			}
+			sp.Forget()
+			msg.ReleaseBuffers()
+			continue
+		}
+		if err := reassembles(&msg, rec); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		var item *rdmarpc.Piece
+		for i := range msg.Pieces {
+			if msg.Pieces[i].Item {
+				item = &msg.Pieces[i]
+			}
+		}
+		if item == nil || item.Written != taken || (len(data) < 2*aheadMin && offers > 0) {
+			t.Fatalf("seed %d: item piece %+v, %d bytes taken in %d offers (body %d)", seed, item != nil, taken, offers, len(data))
+		}
+		totalTaken += taken
+		msg.ReleaseBuffers()
+		if pool.InUse() != 0 {
+			t.Fatalf("seed %d: %d pool bytes in use", seed, pool.InUse())
+		}
+	}
+	if totalTaken == 0 {
+		t.Fatal("no body was taken ahead in any of the records")
+	}
+	t.Logf("%d bytes taken ahead", totalTaken)
 }

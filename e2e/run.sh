@@ -24,6 +24,8 @@
 #   E2E_GW_BIN    gateway binary (default bin/rdmagw-ibverbs, built here
 #                 with `make build-ibverbs`; E2E_NO_GW_BUILD=1 skips the build)
 #   E2E_VERSIONS  NFS versions of the data suites (default "3 4.0 4.1 4.2")
+#   E2E_BASELINE_VERSIONS  the same for 10-baseline-rdma and 11-baseline-tcp
+#                 only (default: E2E_VERSIONS; .ci/run: "3 4.1")
 #   E2E_DATA_MIB, E2E_FIO_MIB, E2E_PERF_SECS   sizes and durations
 #   E2E_PERF_PROFILE=1  30-perf: a guest-wide perf record per fio job
 #   E2E_PERF_GW_PROCS=N, E2E_PERF_CUT_THROUGH=S, E2E_PERF_INLINE=B
@@ -133,6 +135,7 @@ for f in "${cases[@]}"; do
         t=$SECONDS
         "$E2E/vm/run-guest.sh" -q -t "$tmo" -o "$d" -e "E2E_GW_BIN=$GW_BIN" \
             ${E2E_VERSIONS:+-e "E2E_VERSIONS=$E2E_VERSIONS"} \
+            ${E2E_BASELINE_VERSIONS:+-e "E2E_BASELINE_VERSIONS=$E2E_BASELINE_VERSIONS"} \
             ${E2E_DATA_MIB:+-e "E2E_DATA_MIB=$E2E_DATA_MIB"} \
             ${E2E_FIO_MIB:+-e "E2E_FIO_MIB=$E2E_FIO_MIB"} \
             ${E2E_PERF_SECS:+-e "E2E_PERF_SECS=$E2E_PERF_SECS"} \

@@ -4,7 +4,7 @@
 # address (rxe0's netdev, so the IP path is the same as for RDMA).
 # e2e-timeout: 600  (run.sh: limit for this case's guest)
 . "$E2E_VM/lib.sh"
-VERSIONS=${E2E_VERSIONS:-3 4.0 4.1 4.2}
+VERSIONS=${E2E_BASELINE_VERSIONS:-${E2E_VERSIONS:-3 4.0 4.1 4.2}}
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd || lab_fail "setup_knfsd"
 for v in $VERSIONS; do

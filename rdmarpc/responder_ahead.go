@@ -13,7 +13,9 @@ import (
 // part already received while the rest is still arriving: the Writes
 // overlap the receive, and the provider reads the data (iwarp: computes
 // the MPA CRC over it) while it is still in the cache of the core that
-// received it, rather than after a whole 1 MiB reply has passed through.
+// received it, rather than after a whole 1 MiB reply has passed through
+// (unless earlier replies queued on the connection hold the provider's
+// transmit up anyway: README, "Cut-through").
 //
 //	handler:  receive 256K ─ WriteAhead ─ receive 256K ─ WriteAhead ─ ... ─ Reply
 //	wire:                    [Write ..]                [Write ..]         [Writes of the rest] Send
@@ -41,7 +43,9 @@ import (
 
 // ErrNotAhead: WriteAhead posted nothing because the item does not pair
 // with a Write chunk with room for it (the reply sends it as Reply
-// would: inline, or ERR_CHUNK), or the call is answered already.
+// would: inline, or ERR_CHUNK), the call is answered already, or, within
+// ServeCall, no send resources were free at once; the reply then carries
+// the part.
 var ErrNotAhead = errors.New("rdmarpc: item not written ahead")
 
 // itemChunk is the Write chunk that item k of n bytes goes into (RFC

@@ -17,6 +17,7 @@
 #   scripts/bench-relay.sh -burn 2            # with both cores kept busy
 #   scripts/bench-relay.sh -rounds 3 -duration 4s # each workload 3 times per path (ABBA), median and spread of the ratios
 #   scripts/bench-relay.sh -gateway-procs 1,2 # the gateway at runtime.procs 1 and 2 (GOMAXPROCS)
+#   scripts/bench-relay.sh -gateway-bin /tmp/rdmagw-old,/tmp/rdmagw-new # two builds (absolute paths), each against haproxy
 #   scripts/bench-relay.sh -anchors netpoll:2,epoll:2 # Go TCP relays beside haproxy (what the runtime costs)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type benchOptions struct {
 	clientCompl    string        // -client-completion: the bench client's Send completion (rdma.send_completion's values)
 	gatewayCompl   string        // -send-completion: the spawned gateways' rdma.send_completion ("": their default)
 	gatewayCuts    []string      // -cut-through: one spawned gateway per rdma.cut_through value (nil: one, its default)
+	gatewayBins    []string      // -gateway-bin: one spawned gateway per program (nil: one, this program)
 	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string        // where the gateway's CPU profile goes
 	profileOp      string        // the workload profiled
@@ -64,7 +66,7 @@ type benchOptions struct {
 // benchFlagText holds the flags that parseBenchFlags converts after
 // parsing.
 type benchFlagText struct {
-	ops, size, concurrency, procs, cuts, anchors, inline *string
+	ops, size, concurrency, procs, cuts, bins, anchors, inline *string
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
@@ -125,6 +127,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	clientCompletionFlag(fs, &o.clientCompl)
 	fs.StringVar(&o.gatewayCompl, "send-completion", "", "with -spawn-gateway: the gateways' rdma.send_completion (transmit or placement; empty: the gateway's default)")
 	text.cuts = fs.String("cut-through", "", "with -spawn-gateway: the gateways' rdma.cut_through (a size such as 128KiB; 0: off; empty: the gateway's default); a list (0,128KiB) starts one gateway for each (with -gateway-procs, one for each pair) and runs every workload through each in turn")
+	text.bins = fs.String("gateway-bin", "", "with -spawn-gateway: the rdmagw programs run as the gateway (default: this one); a list (rdmagw-old,rdmagw-new) starts one gateway of each (with -gateway-procs and -cut-through, one for each combination), named after its file, and runs every workload through each in turn: two builds compared in one run, against the same relay")
 	text.anchors = fs.String("anchors", "", "diagnostic: minimal Go TCP relays (rdmagw tcprelay) in front of -backend, each its own path measured like -relay's: MODE:PROCS[:WORKERS],... with MODE netpoll (a goroutine per direction on Go's netpoller) or epoll (run to completion on locked threads, haproxy's design), PROCS its GOMAXPROCS, WORKERS (epoll) its threads if fewer than PROCS")
 	fs.IntVar(&o.rounds, "rounds", 1, "run every workload this many times on every path, alternating the paths (ABBA: in even rounds the other path goes first), and report each round's ratios and their median (min-max): the spread says how much of a difference is noise")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
@@ -149,6 +152,9 @@ func (o *benchOptions) convert(text benchFlagText) error {
 	}
 	if o.gatewayCuts, err = parseCutList(*text.cuts); err != nil {
 		return fmt.Errorf("-cut-through: %w", err)
+	}
+	if o.gatewayBins, err = parseBinList(*text.bins); err != nil {
+		return fmt.Errorf("-gateway-bin: %w", err)
 	}
 	if o.anchors, err = parseAnchors(*text.anchors); err != nil {
 		return fmt.Errorf("-anchors: %w", err)
@@ -217,6 +223,8 @@ func (o *benchOptions) checkExtras() error {
 		return errors.New("-rounds must be at least 1")
 	case o.gatewayProcs != nil && !o.spawnGateway:
 		return errors.New("-gateway-procs sets the spawned gateway's runtime.procs: with -spawn-gateway only")
+	case o.gatewayBins != nil && !o.spawnGateway:
+		return errors.New("-gateway-bin is the program of the spawned gateways: with -spawn-gateway only")
 	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
 		return errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
 	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
@@ -273,6 +281,29 @@ func parseCutList(s string) ([]string, error) {
 	return out, nil
 }
 
+// parseBinList parses -gateway-bin: programs separated by commas, each
+// an existing file, no two with the same file name (it names the path).
+func parseBinList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
+			return nil, fmt.Errorf("%q: not a program", f)
+		}
+		name := filepath.Base(f)
+		if seen[name] {
+			return nil, fmt.Errorf("%q: two programs named %s; the file name names the gateway's path, give them different ones", s, name)
+		}
+		seen[name] = true
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // runtimeProcsConfig is the runtime section a spawned gateway gets for
 // -gateway-procs.
 func runtimeProcsConfig(procs int) string {
@@ -323,8 +354,10 @@ type benchGateway struct {
 	// CutThrough is its rdma.cut_through as given to -cut-through ("":
 	// the default).
 	CutThrough string `json:"cut_through,omitempty"`
-	Addr       string `json:"address"`
-	Metrics    string `json:"metrics"`
+	// Bin is its program as given to -gateway-bin ("": this one).
+	Bin     string `json:"bin,omitempty"`
+	Addr    string `json:"address"`
+	Metrics string `json:"metrics"`
 }
 
 func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult, info *benchInfo, err error) {
@@ -340,7 +373,7 @@ func runBench(o *benchOptions, stdout, stderr io.Writer) (results []benchResult,
 	if err := st.start(o, info, log); err != nil {
 		return nil, nil, err
 	}
-	npaths := max(len(o.gatewayProcs), 1)*max(len(o.gatewayCuts), 1) + 1 + len(o.anchors)
+	npaths := max(len(o.gatewayBins), 1)*max(len(o.gatewayProcs), 1)*max(len(o.gatewayCuts), 1) + 1 + len(o.anchors)
 	budget := time.Duration(len(o.ops)*len(o.concurrency)*npaths*o.rounds)*o.duration + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -547,41 +580,64 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 	return nil
 }
 
-// spawnGateways starts the gateway processes: one per -gateway-procs
-// and -cut-through pair, or one with the defaults. The first is the one
-// -cpuprofile profiles and -gateway names.
+// spawnGateways starts the gateway processes: one per -gateway-bin,
+// -gateway-procs and -cut-through combination, or one with the
+// defaults. The first is the one -cpuprofile profiles and -gateway names.
 func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
-	procs, cuts := o.gatewayProcs, o.gatewayCuts
+	bins, procs, cuts := o.gatewayBins, o.gatewayProcs, o.gatewayCuts
+	if bins == nil {
+		bins = []string{""}
+	}
 	if procs == nil {
 		procs = []int{-1}
 	}
 	if cuts == nil {
 		cuts = []string{""}
 	}
-	for _, n := range procs {
-		for _, cut := range cuts {
-			extra, path := "", "gateway"
-			if n >= 0 {
-				extra = runtimeProcsConfig(n)
+	for _, bin := range bins {
+		for _, n := range procs {
+			for _, cut := range cuts {
+				extra, path := "", "gateway"
+				if n >= 0 {
+					extra = runtimeProcsConfig(n)
+				}
+				extra += o.gatewayRDMAConfig(cut)
+				if len(bins) > 1 {
+					path += "-" + filepath.Base(bin)
+				}
+				if len(procs) > 1 {
+					path += fmt.Sprintf("-p%d", n)
+				}
+				if len(cuts) > 1 {
+					path += "-ct" + cut
+				}
+				g := benchGateway{Path: path, Procs: max(n, 0), CutThrough: cut, Bin: bin}
+				if err := st.spawnGateway(o, &g, extra); err != nil {
+					return err
+				}
+				info.Gateways = append(info.Gateways, g)
 			}
-			extra += o.gatewayRDMAConfig(cut)
-			if len(procs) > 1 {
-				path += fmt.Sprintf("-p%d", n)
-			}
-			if len(cuts) > 1 {
-				path += "-ct" + cut
-			}
-			p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, extra)
-			if err != nil {
-				return err
-			}
-			st.procs = append(st.procs, p)
-			info.Gateways = append(info.Gateways, benchGateway{Path: path, PID: p.pid(), Procs: max(n, 0), CutThrough: cut, Addr: addr, Metrics: metrics})
 		}
 	}
 	g := info.Gateways[0]
 	o.gateway, st.metrics = g.Addr, g.Metrics
 	info.Gateway, info.GatewayPID, info.MetricsURL = g.Addr, g.PID, "http://"+g.Metrics+"/metrics"
+	return nil
+}
+
+// spawnGateway starts g's process (g.Bin, "": this program) with the
+// extra configuration, and fills in its PID and addresses.
+func (st *benchStack) spawnGateway(o *benchOptions, g *benchGateway, extra string) error {
+	if g.Bin != "" {
+		benchExecutable = func() (string, error) { return g.Bin, nil }
+		defer func() { benchExecutable = os.Executable }()
+	}
+	p, addr, metrics, err := startGatewayProcess(st.dir, o.backend, extra)
+	if err != nil {
+		return err
+	}
+	st.procs = append(st.procs, p)
+	g.PID, g.Addr, g.Metrics = p.pid(), addr, metrics
 	return nil
 }
 

@@ -172,6 +172,51 @@ func TestBenchRelay(t *testing.T) {
 	}
 }
 
+// TestBenchGatewayBin is `rdmagw bench -spawn-gateway -gateway-bin a,b`
+// against nfs-ganesha: one gateway runs each program (two scripts that
+// note their PID and exec this binary), each its own path named after
+// the program, with results.
+func TestBenchGatewayBin(t *testing.T) {
+	g := nfstest.StartGanesha(t)
+	t.Setenv(asRdmagwEnv, "1")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var bins []string
+	for _, name := range []string{"rdmagw-old", "rdmagw-new"} {
+		bin := filepath.Join(dir, name)
+		script := "#!/bin/sh\necho $$ > " + bin + ".pid\nexec " + self + ` "$@"` + "\n"
+		if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bins = append(bins, bin)
+	}
+	_, mport, _ := strings.Cut(g.MountAddr, ":")
+	got := runBenchJSON(t, "-spawn-gateway", "-backend", g.NFSAddr, "-mountport", mport, "-export", g.Export,
+		"-duration", "1s", "-ops", "getattr", "-size", "1MiB", "-concurrency", "1", "-gateway-bin", strings.Join(bins, ","))
+	gws := got.Run.Gateways
+	if len(gws) != 2 || len(got.Results) != 3 || len(got.Ratios) != 2 {
+		t.Fatalf("%d gateways, %d results, %d ratios; want 2, 3, 2", len(gws), len(got.Results), len(got.Ratios))
+	}
+	for i, gw := range gws {
+		name := filepath.Base(bins[i])
+		if gw.Path != "gateway-"+name || gw.Bin != bins[i] {
+			t.Errorf("gateway %d: path %q, program %q; want gateway-%s, %s", i, gw.Path, gw.Bin, name, bins[i])
+		}
+		b, err := os.ReadFile(bins[i] + ".pid")
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid != gw.PID {
+			t.Errorf("%s: gateway pid %d, the program ran as %q (%v)", name, gw.PID, b, err)
+		}
+	}
+	for _, r := range got.Results {
+		if r.Ops == 0 || r.Errors != 0 {
+			t.Errorf("result %+v", r)
+		}
+	}
+}
+
 // TestProcUsage reads this process's /proc entries: a file written and
 // read back counts (at least) a write and a read, the threads have been
 // switched, and the two context-switch lines are told apart.

@@ -181,6 +181,9 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 		if g.CutThrough != "" {
 			ct = ", rdma.cut_through " + g.CutThrough
 		}
+		if g.Bin != "" {
+			ct += ", program " + g.Bin
+		}
 		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d%s\n", g.Path, g.PID, g.Procs, ct)
 	}
 	if info.Gateways == nil && info.GatewayPID != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -188,6 +189,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-inline", "128KiB"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-anchors", "splice:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
+		{"bench", "-embedded", "-gateway-bin", os.Args[0]},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-bin", "/nonexistent/rdmagw"},
+		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-bin", os.Args[0] + "," + os.Args[0]},
 	} {
 		var out, errb bytes.Buffer
 		if rc := run(args, &out, &errb); rc != 2 {

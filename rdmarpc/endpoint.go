@@ -110,6 +110,16 @@ func (s *sqSlots) take(n int, done <-chan struct{}) bool {
 	}
 }
 
+// takeOrTry takes n slots: waiting for them until done is closed if
+// wait, else only if they are free at once (a caller on the Serve
+// goroutine, which frees them, must not wait).
+func (s *sqSlots) takeOrTry(n int, wait bool, done <-chan struct{}) bool {
+	if wait {
+		return s.take(n, done)
+	}
+	return s.tryTake(n)
+}
+
 func (s *sqSlots) put(n int) {
 	s.mu.Lock()
 	s.avail += n

@@ -99,7 +99,7 @@ func (call *Call) WriteAhead(k, n, off int, data []byte, buf *Buffer) error {
 	last.ID, last.Signal = wrSend|uint64(s.idx), true
 	s.itemWRs = len(s.wrs)
 	s.link()
-	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
+	if !c.sq.takeOrTry(s.slots, wait, c.dead) {
 		c.putSend(s)
 		if c.isDead() {
 			return c.closedErr()

@@ -392,7 +392,7 @@ func (call *Call) Reply(msg *Message) error {
 		return fmt.Errorf("%w: %w", ErrNoResources, c.unsendable(call.hdr.XID, "reply"))
 	}
 	kind, written := c.buildAnswer(s, call, msg)
-	if wait && !c.sq.take(s.slots, c.dead) || !wait && !c.sq.tryTake(s.slots) {
+	if !c.sq.takeOrTry(s.slots, wait, c.dead) {
 		c.putSend(s)
 		c.endCall(call)
 		if c.isDead() {

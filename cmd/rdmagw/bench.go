@@ -56,6 +56,7 @@ type benchOptions struct {
 	gatewayBins    []string      // -gateway-bin: one spawned gateway per program (nil: one, this program)
 	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
 	cpuprofile     string        // where the gateway's CPU profile goes
+	trace          string        // where the gateway's runtime trace goes
 	profileOp      string        // the workload profiled
 	profileDepth   int           // at this many in flight
 	anchors        []benchAnchor // -anchors: Go TCP relays measured beside haproxy
@@ -132,8 +133,9 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.IntVar(&o.rounds, "rounds", 1, "run every workload this many times on every path, alternating the paths (ABBA: in even rounds the other path goes first), and report each round's ratios and their median (min-max): the spread says how much of a difference is noise")
 	fs.IntVar(&o.burn, "burn", 0, "start this many CPU-burning processes beside the run (cores kept busy)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile during one workload to this file (-spawn-gateway or -gateway-metrics)")
-	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile covers (default: the first)")
-	fs.IntVar(&o.profileDepth, "profile-concurrency", 0, "the in-flight level -cpuprofile covers (default: the highest)")
+	fs.StringVar(&o.trace, "trace", "", "write the gateway's runtime trace (go tool trace: goroutine wake-ups, system calls, scheduling latency) during the workload -cpuprofile would cover to this file (-spawn-gateway or -gateway-metrics)")
+	fs.StringVar(&o.profileOp, "profile-op", "", "the workload -cpuprofile and -trace cover (default: the first)")
+	fs.IntVar(&o.profileDepth, "profile-concurrency", 0, "the in-flight level -cpuprofile and -trace cover (default: the highest)")
 	return text
 }
 
@@ -227,6 +229,8 @@ func (o *benchOptions) checkExtras() error {
 		return errors.New("-gateway-bin is the program of the spawned gateways: with -spawn-gateway only")
 	case o.cpuprofile != "" && !o.spawnGateway && o.gatewayMetrics == "":
 		return errors.New("-cpuprofile needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
+	case o.trace != "" && !o.spawnGateway && o.gatewayMetrics == "":
+		return errors.New("-trace needs the gateway's profiler: -spawn-gateway or -gateway-metrics")
 	case !slices.ContainsFunc(o.ops, func(op benchOp) bool { return op.name == o.profileOp }):
 		return fmt.Errorf("-profile-op %q is not one of -ops", o.profileOp)
 	case !slices.Contains(o.concurrency, o.profileDepth):
@@ -341,6 +345,7 @@ type benchInfo struct {
 	Burners    []int          `json:"burner_pids,omitempty"`
 	Syscalls   string         `json:"syscalls_counted"`      // "io": read/write family (/proc/<pid>/io); "perf": every call
 	CPUProfile string         `json:"cpu_profile,omitempty"` // "op@in-flight file"
+	Trace      string         `json:"trace,omitempty"`       // "op@in-flight file"
 	Anchors    []benchAnchor  `json:"anchors,omitempty"`     // -anchors, after the direct path
 	Rounds     int            `json:"rounds"`                // -rounds: every workload this many times on every path
 }
@@ -467,16 +472,22 @@ func roundOrder(paths []*benchPath, round int) []*benchPath {
 }
 
 // measure runs workload op at n in flight on path p (in the given
-// round); with -cpuprofile it profiles the gateway meanwhile if this is
-// the run asked for (in the first round).
+// round); with -cpuprofile or -trace it profiles or traces the gateway
+// meanwhile if this is the run asked for (in the first round).
 func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchInfo, p *benchPath, op benchOp, n, round int, progress io.Writer) (benchResult, error) {
 	run := benchRun{fileSize: o.size, concurrency: n, duration: o.duration, progress: progress}
-	var prof chan error
-	if o.cpuprofile != "" && p.profiled && op.name == o.profileOp && n == o.profileDepth && round == 1 {
-		prof = make(chan error, 1)
+	var profs []chan error
+	if p.profiled && op.name == o.profileOp && n == o.profileDepth && round == 1 {
 		secs := max(1, int(o.duration.Seconds()))
-		go func() { prof <- fetchCPUProfile(st.metrics, secs, o.cpuprofile) }()
-		info.CPUProfile = fmt.Sprintf("%s@%d %s", op.name, n, o.cpuprofile)
+		at := fmt.Sprintf("%s@%d ", op.name, n)
+		if o.cpuprofile != "" {
+			profs = append(profs, fetchAsync(func() error { return fetchCPUProfile(st.metrics, secs, o.cpuprofile) }))
+			info.CPUProfile = at + o.cpuprofile
+		}
+		if o.trace != "" {
+			profs = append(profs, fetchAsync(func() error { return fetchTrace(st.metrics, secs, o.trace) }))
+			info.Trace = at + o.trace
+		}
 	}
 	var perf *benchProc
 	if p.pid != 0 && o.syscalls == "perf" {
@@ -512,12 +523,20 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 			r.SyscallsByKind[k] = float64(c) / ops
 		}
 	}
-	if prof != nil {
+	for _, prof := range profs {
 		if err := <-prof; err != nil {
 			return r, err
 		}
 	}
 	return r, nil
+}
+
+// fetchAsync runs fetch on its own goroutine; its error comes on the
+// channel.
+func fetchAsync(fetch func() error) chan error {
+	c := make(chan error, 1)
+	go func() { c <- fetch() }()
+	return c
 }
 
 // benchStack is what the bench starts around the measured paths: the
@@ -582,7 +601,8 @@ func (st *benchStack) start(o *benchOptions, info *benchInfo, log hclog.Logger) 
 
 // spawnGateways starts the gateway processes: one per -gateway-bin,
 // -gateway-procs and -cut-through combination, or one with the
-// defaults. The first is the one -cpuprofile profiles and -gateway names.
+// defaults. The first is the one -cpuprofile profiles, -trace traces and
+// -gateway names.
 func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 	bins, procs, cuts := o.gatewayBins, o.gatewayProcs, o.gatewayCuts
 	if bins == nil {
@@ -664,7 +684,7 @@ type benchPath struct {
 	target benchTarget
 	pid    int    // the relay process on this path whose CPU is measured (0: none)
 	proc   string // what pid is, for the report
-	// profiled: the gateway path -cpuprofile covers (the first).
+	// profiled: the gateway path -cpuprofile and -trace cover (the first).
 	profiled bool
 }
 

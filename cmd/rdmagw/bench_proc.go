@@ -387,6 +387,12 @@ func fetchCPUProfile(metricsAddr string, secs int, file string) error {
 	return fetchProfile(metricsAddr, fmt.Sprintf("profile?seconds=%d", secs), time.Duration(secs)*time.Second, file)
 }
 
+// fetchTrace takes a runtime trace of secs seconds from a gateway's
+// profiler and writes it to file (go tool trace reads it).
+func fetchTrace(metricsAddr string, secs int, file string) error {
+	return fetchProfile(metricsAddr, fmt.Sprintf("trace?seconds=%d", secs), time.Duration(secs)*time.Second, file)
+}
+
 // fetchProfile writes the profile name (heap, profile?seconds=N...) of
 // a gateway's profiler to file; it may take d to gather.
 func fetchProfile(metricsAddr, name string, d time.Duration, file string) error {

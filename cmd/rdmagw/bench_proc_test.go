@@ -133,8 +133,9 @@ func TestBenchRelay(t *testing.T) {
 		return
 	}
 	prof := filepath.Join(t.TempDir(), "gw.pprof")
+	trace := filepath.Join(t.TempDir(), "gw.trace")
 	got := runBenchJSON(t, append(base, "-duration", "1s", "-ops", "getattr,read-4k", "-size", "1MiB",
-		"-concurrency", "1,4", "-burn", "1", "-cpuprofile", prof, "-profile-op", "getattr", "-gateway-procs", "1,2")...)
+		"-concurrency", "1,4", "-burn", "1", "-cpuprofile", prof, "-trace", trace, "-profile-op", "getattr", "-gateway-procs", "1,2")...)
 	if len(got.Results) != 12 || len(got.Ratios) != 8 {
 		t.Fatalf("%d results, %d ratios; want 12, 8", len(got.Results), len(got.Ratios))
 	}
@@ -159,6 +160,15 @@ func TestBenchRelay(t *testing.T) {
 	b, err := os.ReadFile(prof)
 	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a pprof profile is gzipped protobuf
 		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
+	}
+	// A runtime trace starts "go 1.N trace"; one of the gateway serving
+	// a second of GETATTRs holds far more than its header.
+	b, err = os.ReadFile(trace)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || !bytes.Contains(b[:16], []byte(" trace")) || len(b) < 16<<10 {
+		t.Errorf("runtime trace: %d bytes (%q...), %v", len(b), b[:min(len(b), 16)], err)
+	}
+	if !strings.HasPrefix(got.Run.Trace, "getattr@4 ") || !strings.HasPrefix(got.Run.CPUProfile, "getattr@4 ") {
+		t.Errorf("run info: trace %q, CPU profile %q; want both getattr@4", got.Run.Trace, got.Run.CPUProfile)
 	}
 	gws := got.Run.Gateways
 	if got.Run.GatewayPID == 0 || got.Run.RelayPID == 0 || len(got.Run.Burners) != 1 || len(gws) != 2 ||

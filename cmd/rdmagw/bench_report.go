@@ -260,6 +260,9 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 	if info.CPUProfile != "" {
 		fmt.Fprintf(w, "\ngateway CPU profile (%s): go tool pprof -top %s\n", info.CPUProfile, info.CPUProfile[strings.IndexByte(info.CPUProfile, ' ')+1:])
 	}
+	if info.Trace != "" {
+		fmt.Fprintf(w, "\ngateway runtime trace (%s): go tool trace %s\n", info.Trace, info.Trace[strings.IndexByte(info.Trace, ' ')+1:])
+	}
 	if info.MetricsURL != "" {
 		fmt.Fprintf(w, "\nmetrics: %s\n", info.MetricsURL)
 	}

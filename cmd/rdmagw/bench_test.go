@@ -190,6 +190,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-anchors", "splice:1"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-procs", "1,-1"},
 		{"bench", "-embedded", "-gateway-bin", os.Args[0]},
+		{"bench", "-gateway", "127.0.0.1:1", "-backend", "127.0.0.1:2", "-trace", "/tmp/x.trace"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-bin", "/nonexistent/rdmagw"},
 		{"bench", "-spawn-gateway", "-backend", "127.0.0.1:1", "-gateway-bin", os.Args[0] + "," + os.Args[0]},
 	} {

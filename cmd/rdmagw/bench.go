@@ -497,6 +497,10 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		}
 		defer perf.stop(time.Second)
 	}
+	var m0 map[string]float64
+	if p.metrics != "" {
+		m0, _ = fetchMetrics(p.metrics) // outside the CPU window: the scrape costs the gateway too
+	}
 	u0, measured := p.usage()
 	c0, s0 := peerCPU(os.Getpid()), peerCPU(o.backendPID)
 	r := runWorkload(ctx, p.target, op, p.name, o.vers, run)
@@ -510,6 +514,11 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 	if r.Ops > 0 {
 		r.ClientCPUMicrosPerOp = cpuPerOp(c0, peerCPU(os.Getpid()), r.Ops)
 		r.ServerCPUMicrosPerOp = cpuPerOp(s0, peerCPU(o.backendPID), r.Ops)
+	}
+	if m0 != nil && r.Ops > 0 {
+		if m1, err := fetchMetrics(p.metrics); err == nil {
+			r.GatewayCountersPerOp = counterGrowth(m0, m1, r.Ops)
+		}
 	}
 	if perf != nil {
 		n, kinds, err := perf.stopPerfCount()
@@ -529,6 +538,20 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		}
 	}
 	return r, nil
+}
+
+// counterGrowth is how much each of the gateway's own counters (rdmagw_
+// ..._total; not the Go runtime's or the process's, which the scrapes
+// themselves move) grew from m0 to m1, per op; counters that did not
+// grow are left out.
+func counterGrowth(m0, m1 map[string]float64, ops int64) map[string]float64 {
+	out := make(map[string]float64)
+	for k, v := range m1 {
+		if d := v - m0[k]; strings.HasPrefix(k, "rdmagw_") && strings.HasSuffix(k, "_total") && d > 0 {
+			out[k] = d / float64(ops)
+		}
+	}
+	return out
 }
 
 // fetchAsync runs fetch on its own goroutine; its error comes on the
@@ -684,6 +707,9 @@ type benchPath struct {
 	target benchTarget
 	pid    int    // the relay process on this path whose CPU is measured (0: none)
 	proc   string // what pid is, for the report
+	// metrics is the gateway's metrics.listen on a gateway path ("": not
+	// read), for GatewayCountersPerOp.
+	metrics string
 	// profiled: the gateway path -cpuprofile and -trace cover (the first).
 	profiled bool
 }
@@ -703,7 +729,7 @@ func (p *benchPath) usage() (procUsage, bool) {
 func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*benchPath, error) {
 	gws := info.Gateways
 	if gws == nil {
-		gws = []benchGateway{{Path: "gateway", PID: info.GatewayPID, Addr: o.gateway}}
+		gws = []benchGateway{{Path: "gateway", PID: info.GatewayPID, Addr: o.gateway, Metrics: o.gatewayMetrics}}
 	}
 	var paths []*benchPath
 	closeAll := func() {
@@ -717,7 +743,7 @@ func dialBenchPaths(ctx context.Context, o *benchOptions, info *benchInfo) ([]*b
 			closeAll()
 			return nil, fmt.Errorf("connect to the gateway %s: %w", g.Addr, err)
 		}
-		paths = append(paths, &benchPath{name: g.Path, tr: gw, pid: g.PID, proc: "rdmagw", profiled: i == 0})
+		paths = append(paths, &benchPath{name: g.Path, tr: gw, pid: g.PID, proc: "rdmagw", profiled: i == 0, metrics: g.Metrics})
 	}
 	if o.direct {
 		d, err := nfsclient.DialTCP(ctx, info.Direct)

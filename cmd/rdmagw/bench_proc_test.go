@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 	"github.com/rdmagw/rdmagw/internal/nfstest"
 )
 
@@ -150,6 +151,13 @@ func TestBenchRelay(t *testing.T) {
 		// reads are recvmsg, which it does not count).
 		if r.Path != "haproxy" && r.InFlight == 1 && r.SyscallsPerOp < 2 {
 			t.Errorf("gateway %s at 1 in flight: %.2f syscalls per op, want at least 2", r.Op, r.SyscallsPerOp)
+		}
+		// The gateway's own count of the calls it carried, read from its
+		// /metrics around the run: one per op (the READ workload's first
+		// op also looks the file up), none on haproxy's path.
+		calls, replies := r.GatewayCountersPerOp[metricname.CallsTotal], r.GatewayCountersPerOp[metricname.RepliesTotal]
+		if r.Path == "haproxy" && r.GatewayCountersPerOp != nil || r.Path != "haproxy" && (calls < 1 || calls > 1.1 || replies < 1 || replies > 1.1) {
+			t.Errorf("%s %s@%d: gateway counters per op %v", r.Path, r.Op, r.InFlight, r.GatewayCountersPerOp)
 		}
 	}
 	for i, r := range got.Ratios {

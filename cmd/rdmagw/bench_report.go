@@ -249,6 +249,7 @@ func printBenchTable(w io.Writer, info *benchInfo, results []benchResult) {
 		printRelayProcs(w, info)
 	}
 	printSyscallKinds(w, results)
+	printGatewayCounters(w, results)
 	if len(info.Burners) > 0 {
 		fmt.Fprintf(w, "%d CPU burner processes ran beside it\n", len(info.Burners))
 	}
@@ -321,6 +322,31 @@ func benchCommand[O any](cmd string, args []string, stdout, stderr io.Writer,
 		return 1
 	}
 	return 0
+}
+
+// printGatewayCounters prints each gateway run's counters that moved,
+// per op, by name (rdmagw_ and _total left off).
+func printGatewayCounters(w io.Writer, results []benchResult) {
+	header := false
+	for _, r := range results {
+		if len(r.GatewayCountersPerOp) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\ngateway counters per op (its /metrics before and after the run; those that moved, label sets summed):")
+			header = true
+		}
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(r.GatewayCountersPerOp)) {
+			name := strings.TrimSuffix(strings.TrimPrefix(k, "rdmagw_"), "_total")
+			fmt.Fprintf(&b, " %s %.4g", name, r.GatewayCountersPerOp[k])
+		}
+		round := ""
+		if r.Round > 1 {
+			round = fmt.Sprintf(" (round %d)", r.Round)
+		}
+		fmt.Fprintf(w, "  %s@%d %s%s:%s\n", r.Op, r.InFlight, r.Path, round, b.String())
+	}
 }
 
 // printSyscallKinds prints, for -syscalls perf, each relay process's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -255,5 +256,18 @@ func TestBenchInline(t *testing.T) {
 	ops, chunked = write4k("-inline", "8KiB")
 	if chunked != 1<<20 {
 		t.Errorf("-inline 8KiB: %v bytes by Read chunk, want the 1 MiB fill only (%d WRITEs of 4 KiB inline)", chunked, ops)
+	}
+}
+
+// counterGrowth keeps the gateway's own counters that grew, per op: not
+// gauges, not the runtime's counters, not those that stood still.
+func TestCounterGrowth(t *testing.T) {
+	m0 := map[string]float64{"rdmagw_calls_total": 10, "rdmagw_replies_total": 10, "rdmagw_connections": 1, "go_memstats_mallocs_total": 100}
+	m1 := map[string]float64{"rdmagw_calls_total": 30, "rdmagw_replies_total": 10, "rdmagw_connections": 3, "go_memstats_mallocs_total": 900,
+		"rdmagw_ddp_fallbacks_total": 5}
+	got := counterGrowth(m0, m1, 20)
+	want := map[string]float64{"rdmagw_calls_total": 1, "rdmagw_ddp_fallbacks_total": 0.25}
+	if !maps.Equal(got, want) {
+		t.Errorf("counterGrowth = %v, want %v", got, want)
 	}
 }

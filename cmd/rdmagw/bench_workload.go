@@ -102,6 +102,11 @@ type benchResult struct {
 	// SyscallsByKind (-syscalls perf) is SyscallsPerOp split by call:
 	// read, writev, recvfrom, epoll_pwait, futex, nanosleep...
 	SyscallsByKind map[string]float64 `json:"syscalls_per_op_by_kind,omitempty"`
+	// GatewayCountersPerOp is, on a gateway path whose /metrics the bench
+	// reads (a spawned gateway, or -gateway-metrics), how much each of
+	// its own counters (rdmagw_..._total, label sets summed) grew over
+	// the run, per operation; counters that did not move are left out.
+	GatewayCountersPerOp map[string]float64 `json:"gateway_counters_per_op,omitempty"`
 }
 
 // benchRun is how long and how wide one workload runs.

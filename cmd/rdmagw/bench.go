@@ -489,6 +489,12 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 			info.Trace = at + o.trace
 		}
 	}
+	// The gateway's counters are read outside the windows of its CPU
+	// and system calls: the scrape costs the gateway too.
+	var m0 map[string]float64
+	if p.metrics != "" {
+		m0, _ = fetchMetrics(p.metrics)
+	}
 	var perf *benchProc
 	if p.pid != 0 && o.syscalls == "perf" {
 		var err error
@@ -496,10 +502,6 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 			return benchResult{}, err
 		}
 		defer perf.stop(time.Second)
-	}
-	var m0 map[string]float64
-	if p.metrics != "" {
-		m0, _ = fetchMetrics(p.metrics) // outside the CPU window: the scrape costs the gateway too
 	}
 	u0, measured := p.usage()
 	c0, s0 := peerCPU(os.Getpid()), peerCPU(o.backendPID)
@@ -515,11 +517,6 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		r.ClientCPUMicrosPerOp = cpuPerOp(c0, peerCPU(os.Getpid()), r.Ops)
 		r.ServerCPUMicrosPerOp = cpuPerOp(s0, peerCPU(o.backendPID), r.Ops)
 	}
-	if m0 != nil && r.Ops > 0 {
-		if m1, err := fetchMetrics(p.metrics); err == nil {
-			r.GatewayCountersPerOp = counterGrowth(m0, m1, r.Ops)
-		}
-	}
 	if perf != nil {
 		n, kinds, err := perf.stopPerfCount()
 		if err != nil {
@@ -530,6 +527,11 @@ func measure(ctx context.Context, o *benchOptions, st *benchStack, info *benchIn
 		r.SyscallsByKind = make(map[string]float64)
 		for k, c := range kinds {
 			r.SyscallsByKind[k] = float64(c) / ops
+		}
+	}
+	if m0 != nil && r.Ops > 0 {
+		if m1, err := fetchMetrics(p.metrics); err == nil {
+			r.GatewayCountersPerOp = counterGrowth(m0, m1, r.Ops)
 		}
 	}
 	for _, prof := range profs {

@@ -239,17 +239,29 @@ func (o *benchOptions) checkExtras() error {
 	return nil
 }
 
-// parseConcurrency reads "1,8": in-flight levels, each at least 1.
-func parseConcurrency(s string) ([]int, error) {
-	var out []int
+// parseList splits s at commas and converts each field, spaces trimmed,
+// with item; the first error item returns is the list's.
+func parseList[T any](s string, item func(string) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q: want whole numbers of at least 1, separated by commas", s)
+		v, err := item(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, n)
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+// parseConcurrency reads "1,8": in-flight levels, each at least 1.
+func parseConcurrency(s string) ([]int, error) {
+	return parseList(s, func(f string) (int, error) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%q: want whole numbers of at least 1, separated by commas", s)
+		}
+		return n, nil
+	})
 }
 
 // parseProcsList reads "1,2": runtime.procs values, each 0 (Go's
@@ -258,15 +270,13 @@ func parseProcsList(s string) ([]int, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
+	return parseList(s, func(f string) (int, error) {
+		n, err := strconv.Atoi(f)
 		if err != nil || n < 0 || n > gateway.MaxRuntimeProcs {
-			return nil, fmt.Errorf("%q: want whole numbers from 0 (Go's default) to %d, separated by commas", s, gateway.MaxRuntimeProcs)
+			return 0, fmt.Errorf("%q: want whole numbers from 0 (Go's default) to %d, separated by commas", s, gateway.MaxRuntimeProcs)
 		}
-		out = append(out, n)
-	}
-	return out, nil
+		return n, nil
+	})
 }
 
 // parseCutList parses -cut-through: sizes separated by commas.
@@ -274,15 +284,12 @@ func parseCutList(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
+	return parseList(s, func(f string) (string, error) {
 		if _, err := gateway.ParseByteSize(f); err != nil {
-			return nil, fmt.Errorf("%q: want sizes (0 for off) separated by commas: %w", s, err)
+			return "", fmt.Errorf("%q: want sizes (0 for off) separated by commas: %w", s, err)
 		}
-		out = append(out, f)
-	}
-	return out, nil
+		return f, nil
+	})
 }
 
 // parseBinList parses -gateway-bin: programs separated by commas, each
@@ -291,21 +298,18 @@ func parseBinList(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []string
 	seen := map[string]bool{}
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
+	return parseList(s, func(f string) (string, error) {
 		if fi, err := os.Stat(f); err != nil || fi.IsDir() {
-			return nil, fmt.Errorf("%q: not a program", f)
+			return "", fmt.Errorf("%q: not a program", f)
 		}
 		name := filepath.Base(f)
 		if seen[name] {
-			return nil, fmt.Errorf("%q: two programs named %s; the file name names the gateway's path, give them different ones", s, name)
+			return "", fmt.Errorf("%q: two programs named %s; the file name names the gateway's path, give them different ones", s, name)
 		}
 		seen[name] = true
-		out = append(out, f)
-	}
-	return out, nil
+		return f, nil
+	})
 }
 
 // runtimeProcsConfig is the runtime section a spawned gateway gets for

@@ -41,15 +41,13 @@ func parseAnchors(s string) ([]benchAnchor, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []benchAnchor
-	for _, f := range strings.Split(s, ",") {
-		a, err := parseAnchor(strings.TrimSpace(f))
+	return parseList(s, func(f string) (benchAnchor, error) {
+		a, err := parseAnchor(f)
 		if err != nil {
-			return nil, fmt.Errorf("%q: want MODE:PROCS[:WORKERS] (MODE netpoll or epoll, PROCS 1 to 64, WORKERS epoll threads 1 to PROCS), separated by commas", s)
+			return a, fmt.Errorf("%q: want MODE:PROCS[:WORKERS] (MODE netpoll or epoll, PROCS 1 to 64, WORKERS epoll threads 1 to PROCS), separated by commas", s)
 		}
-		out = append(out, a)
-	}
-	return out, nil
+		return a, nil
+	})
 }
 
 func parseAnchor(f string) (benchAnchor, error) {

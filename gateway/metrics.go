@@ -202,7 +202,7 @@ func (m *Metrics) registerRDMASeries(f factory) {
 	m.sendInv = f.counter(metricname.RepliesSendInvalidateTotal,
 		"Replies sent with Send With Invalidate of the client's rkey (the client offered it in its RFC 8797 private data and the call named one rkey), sparing the client a LOCAL_INV per RPC; a subset of the SEND operations.")
 	m.writtenAhead = f.counter(metricname.ReplyBytesWrittenAheadTotal,
-		"Bytes of READ (and READLINK) results RDMA-written into the client's Write chunk while the rest of the reply was still arriving from the backend (cut-through, forward.cut_through); also counted with the reply in rdmagw_bytes_total.")
+		"Bytes of READ (and READLINK) results RDMA-written into the client's Write chunk while the rest of the reply was still arriving from the backend (cut-through, rdma.cut_through); also counted with the reply in rdmagw_bytes_total.")
 	m.engineDrops = f.counterVec(metricname.RDMAMessagesDroppedTotal, "RPC-over-RDMA messages from clients dropped without an answer, by reason.", "reason")
 }
 

@@ -715,14 +715,14 @@ func (p *replyPump) run() error {
 
 // Next is the sockread.Consumer: it takes the replies the buffer holds
 // whole, then returns where to read more, or nil to leave the run.
-func (p *replyPump) Next() []byte {
+func (p *replyPump) Next() ([]byte, []byte) {
 	for !stopped(p.done) {
 		need, whole := p.rr.BufferedRecord()
 		switch {
 		case need == 0 || need > p.rr.Capacity():
-			return nil
+			return nil, nil
 		case !whole:
-			return p.rr.Space(need)
+			return p.rr.Space(need), nil
 		}
 		head, at, err := p.s.nextReplyOnce(p.rr, p.done)
 		if err == nil && head != nil {
@@ -730,10 +730,10 @@ func (p *replyPump) Next() []byte {
 		}
 		if err != nil {
 			p.err = err
-			return nil
+			return nil, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // Got is the sockread.Consumer: n bytes (or err) from the socket.

@@ -52,12 +52,17 @@ import (
 // Consumer is the work a Reader runs between reads.
 type Consumer interface {
 	// Next consumes what the reads so far brought and returns where
-	// the next read goes (non-empty), or nil to end Run. It is called
-	// before every read and before every wait for the socket.
-	Next() []byte
-	// Got reports a read into the slice Next returned: n > 0 bytes, or
-	// n == 0 with io.EOF (the peer closed its side) or the read's
-	// error. Run ends after an error or when Got returns false.
+	// the next read goes: p (non-empty), and tail, where what the
+	// socket holds beyond p lands in the same system call (a readv;
+	// may be empty), so that a payload read straight into its
+	// destination brings the bytes behind it into a buffer at no extra
+	// call. p == nil ends Run. Next is called before every read and
+	// before every wait for the socket.
+	Next() (p, tail []byte)
+	// Got reports a read into the slices Next returned: n > 0 bytes
+	// (p filled first, then tail), or n == 0 with io.EOF (the peer
+	// closed its side) or the read's error. Run ends after an error or
+	// when Got returns false.
 	Got(n int, err error) bool
 }
 
@@ -69,9 +74,10 @@ type Reader struct {
 	fn      func(fd uintptr) bool // step, bound once
 	inq     bool                  // TCP_INQ is on: reads say what is left
 	drained bool                  // the last read left the socket empty: wait first
-	// recvmsg's arguments, kept here so that a read allocates nothing.
+	// recvmsg's and readv's arguments, kept here so that a read
+	// allocates nothing.
 	msg   unix.Msghdr
-	iov   unix.Iovec
+	iov   [2]unix.Iovec
 	oob   [unix.SizeofCmsghdr + 8]byte
 	reads atomic.Uint64
 	waits atomic.Uint64
@@ -89,8 +95,7 @@ type Reader struct {
 func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
 	r.fn = r.step
-	r.msg.Iov = &r.iov
-	r.msg.SetIovlen(1)
+	r.msg.Iov = &r.iov[0]
 	r.inq = false
 	if skipEmpty {
 		rc.Control(func(fd uintptr) {
@@ -121,7 +126,7 @@ func (r *Reader) Waits() uint64 { return r.waits.Load() }
 // the socket to become readable and calls it again.
 func (r *Reader) step(fd uintptr) bool {
 	for {
-		p := r.c.Next()
+		p, tail := r.c.Next()
 		if p == nil {
 			return true
 		}
@@ -130,7 +135,7 @@ func (r *Reader) step(fd uintptr) bool {
 			r.waits.Add(1)
 			return false
 		}
-		n, left, err := r.read(fd, p)
+		n, left, err := r.read(fd, p, tail)
 		r.reads.Add(1)
 		switch {
 		case err == unix.EINTR:
@@ -152,29 +157,41 @@ func (r *Reader) step(fd uintptr) bool {
 	}
 }
 
-// read reads into p; left is what the socket holds after it (TCP_INQ;
-// 1 once the FIN is in), or -1 when unknown.
-func (r *Reader) read(fd uintptr, p []byte) (n, left int, err error) {
-	if !r.inq {
-		m, e := nbcall.Call(len(p), unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-		if e != 0 {
-			return 0, -1, e
-		}
-		return int(m), -1, nil
+// read reads into p and then tail; left is what the socket holds after
+// it (TCP_INQ; 1 once the FIN is in), or -1 when unknown.
+func (r *Reader) read(fd uintptr, p, tail []byte) (n, left int, err error) {
+	iovs := 1
+	r.iov[0].Base = unsafe.SliceData(p)
+	r.iov[0].SetLen(len(p))
+	if len(tail) > 0 {
+		iovs = 2
+		r.iov[1].Base = unsafe.SliceData(tail)
+		r.iov[1].SetLen(len(tail))
 	}
-	r.iov.Base = unsafe.SliceData(p)
-	r.iov.SetLen(len(p))
-	r.msg.Control = &r.oob[0]
-	r.msg.SetControllen(len(r.oob))
-	m, e := nbcall.Call(len(p), unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
-	r.iov.Base = nil
+	size := len(p) + len(tail)
+	var m uintptr
+	var e syscall.Errno
+	switch {
+	case r.inq:
+		r.msg.SetIovlen(iovs)
+		r.msg.Control = &r.oob[0]
+		r.msg.SetControllen(len(r.oob))
+		m, e = nbcall.Call(size, unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
+	case iovs == 1:
+		m, e = nbcall.Call(size, unix.SYS_READ, fd, uintptr(unsafe.Pointer(r.iov[0].Base)), uintptr(len(p)))
+	default:
+		m, e = nbcall.Call(size, unix.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), 2)
+	}
+	clear(r.iov[:]) // keep no reference to the consumer's buffers
 	if e != 0 {
 		return 0, -1, e
 	}
 	left = -1
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&r.oob[0]))
-	if r.msg.Controllen >= unix.SizeofCmsghdr+4 && h.Level == unix.SOL_TCP && h.Type == unix.TCP_CM_INQ {
-		left = int(*(*int32)(unsafe.Pointer(&r.oob[unix.SizeofCmsghdr])))
+	if r.inq {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&r.oob[0]))
+		if r.msg.Controllen >= unix.SizeofCmsghdr+4 && h.Level == unix.SOL_TCP && h.Type == unix.TCP_CM_INQ {
+			left = int(*(*int32)(unsafe.Pointer(&r.oob[unix.SizeofCmsghdr])))
+		}
 	}
 	return int(m), left, nil
 }

@@ -48,7 +48,7 @@ type msgConsumer struct {
 	ackErr error
 }
 
-func (m *msgConsumer) Next() []byte {
+func (m *msgConsumer) Next() (p, tail []byte) {
 	for m.w-m.r >= m.size {
 		m.got.Write(m.buf[m.r : m.r+m.size])
 		m.r += m.size
@@ -60,7 +60,7 @@ func (m *msgConsumer) Next() []byte {
 			time.Sleep(m.pause)
 		}
 		if m.stop > 0 && m.msgs == m.stop {
-			return nil
+			return nil, nil
 		}
 	}
 	if m.r == m.w {
@@ -69,7 +69,7 @@ func (m *msgConsumer) Next() []byte {
 		m.w = copy(m.buf, m.buf[m.r:m.w])
 		m.r = 0
 	}
-	return m.buf[m.w:]
+	return m.buf[m.w:], nil
 }
 
 func (m *msgConsumer) Got(n int, err error) bool {
@@ -217,5 +217,126 @@ func TestStopAndResume(t *testing.T) {
 	}
 	if m.err != io.EOF || m.got.String() != "12345678" {
 		t.Fatalf("got %q, %v; want 12345678, io.EOF", m.got.String(), m.err)
+	}
+}
+
+// splitConsumer reads records of a 4-byte length and a body: the body
+// straight into its own slice (body), whatever comes behind it into the
+// buffer in the same read (Next's tail), as verbs/iwarp reads a large
+// payload into its registered region.
+type splitConsumer struct {
+	buf    []byte
+	r, w   int
+	body   []byte // the record body being read, nil between records
+	filled int    // of body
+	direct bool   // the last Next returned body
+	bodies [][]byte
+	tails  int // reads that brought bytes into the tail behind a body
+	err    error
+}
+
+func (s *splitConsumer) Next() (p, tail []byte) {
+	for {
+		if s.body == nil {
+			if s.w-s.r < 4 {
+				break
+			}
+			n := int(s.buf[s.r])<<24 | int(s.buf[s.r+1])<<16 | int(s.buf[s.r+2])<<8 | int(s.buf[s.r+3])
+			s.r += 4
+			s.body, s.filled = make([]byte, n), 0
+		}
+		if s.filled == len(s.body) {
+			s.bodies = append(s.bodies, s.body)
+			s.body = nil
+			continue
+		}
+		if s.r == s.w {
+			s.r, s.w = 0, 0
+			s.direct = true
+			return s.body[s.filled:], s.buf
+		}
+		k := copy(s.body[s.filled:], s.buf[s.r:s.w])
+		s.filled += k
+		s.r += k
+	}
+	if s.r == s.w {
+		s.r, s.w = 0, 0
+	} else {
+		s.w = copy(s.buf, s.buf[s.r:s.w])
+		s.r = 0
+	}
+	s.direct = false
+	return s.buf[s.w:], nil
+}
+
+func (s *splitConsumer) Got(n int, err error) bool {
+	if err != nil {
+		s.err = err
+		return false
+	}
+	if s.direct {
+		k := min(n, len(s.body)-s.filled)
+		s.filled += k
+		if n > k {
+			s.tails++
+		}
+		s.w = n - k
+		return true
+	}
+	s.w += n
+	return true
+}
+
+// TestTail: bytes beyond what Next returned as p land in its tail in the
+// same read (readv, or recvmsg with two vectors under TCP_INQ), byte for
+// byte.
+func TestTail(t *testing.T) {
+	for _, inq := range []bool{false, true} {
+		a, b := pair(t)
+		var sent [][]byte
+		var stream []byte
+		for i := range 20 {
+			body := make([]byte, 1000+i*517)
+			for j := range body {
+				body[j] = byte(i*13 + j)
+			}
+			sent = append(sent, body)
+			n := len(body)
+			stream = append(stream, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+			stream = append(stream, body...)
+		}
+		go func() {
+			// Pieces that end inside bodies, with pauses: a direct
+			// read into a body finds what follows it.
+			for len(stream) > 0 {
+				k := min(len(stream), 3000)
+				b.Write(stream[:k])
+				stream = stream[k:]
+				time.Sleep(time.Millisecond)
+			}
+			b.CloseWrite()
+		}()
+		s := &splitConsumer{buf: make([]byte, 512)}
+		var r Reader
+		r.Init(rawConn(t, a), s, inq)
+		a.SetReadDeadline(time.Now().Add(time.Minute))
+		if err := r.Run(); err != nil {
+			t.Fatalf("inq %v: Run: %v", inq, err)
+		}
+		if s.err != io.EOF {
+			t.Fatalf("inq %v: consumer saw %v, want io.EOF", inq, s.err)
+		}
+		if len(s.bodies) != len(sent) {
+			t.Fatalf("inq %v: %d records, want %d", inq, len(s.bodies), len(sent))
+		}
+		for i := range sent {
+			if !bytes.Equal(s.bodies[i], sent[i]) {
+				t.Fatalf("inq %v: record %d differs", inq, i)
+			}
+		}
+		if s.tails == 0 {
+			t.Errorf("inq %v: no read brought bytes into the tail", inq)
+		}
+		t.Logf("inq %v: %d records, %d reads, %d brought a tail", inq, len(sent), r.Reads(), s.tails)
 	}
 }

@@ -5,35 +5,53 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/rdmagw/rdmagw/internal/nbcall"
 	"github.com/rdmagw/rdmagw/internal/sockread"
 	"github.com/rdmagw/rdmagw/verbs"
-	"golang.org/x/sys/unix"
 )
 
 // The receive side: one goroutine per connection reads the stream through
-// a receive buffer, several FPDUs per system call: each FPDU's length and
-// DDP header is checked, its payload copied into its destination (the
-// registered region an STag names, the SGL of a posted receive or of an
-// RDMA Read), then the CRC is checked over the placed bytes. A payload the
-// buffer does not hold is read straight from the socket into its
-// destination, with the buffer behind it in the same readv. Any violation
-// is answered with a Terminate naming the offending segment. The FPDUs
-// of up to rxBufLen bytes (every one, on a connection that carries small
-// messages) are processed inside one internal/sockread run (pumpRun):
-// each wait is preceded by the read that returns EAGAIN: a reset right
-// behind data would otherwise go unseen until our next write, and a
-// client connection may not have one (sockread's package doc).
+// a receive buffer, several FPDUs per system call, inside one
+// internal/sockread run for as long as the connection lives (Next and
+// Got below). The run is a resumable state machine over the stream,
+// with no other place that reads or waits:
+//
+//	rxHeader   the MPA length and the DDP/RDMAP header, parsed and
+//	           checked where they lie in the buffer; the opcode's begin
+//	           step checks the segment against its target and sets the
+//	           payload's destination
+//	rxPayload  the payload, copied from the buffer into its destination
+//	           (the registered region an STag names, the SGL of a posted
+//	           receive or of an RDMA Read, a control buffer, or nowhere)
+//	           with the CRC run over the placed bytes; a destination of
+//	           rxBufLen or more that the buffer has nothing for is read
+//	           straight from the socket, the buffer behind it in the same
+//	           readv (the trailer and the next FPDUs land there)
+//	rxTrailer  pad and CRC, checked; the opcode's end step completes
+//	           what the FPDU finished (a receive, a Read, a queued Read
+//	           Request)
+//
+// Every step runs on the bytes already read, and the run waits only when
+// the current step needs more: so the stream can stop anywhere (inside a
+// header, a payload, a trailer) and resume there, which is what an event
+// loop needs of it. Any violation is answered with a Terminate naming the
+// offending segment. Each wait is preceded by the read that returns
+// EAGAIN: a reset right behind data would otherwise go unseen until our
+// next write, and a client connection may not have one (sockread's
+// package doc).
+//
+// Ownership: rxState belongs to the receive goroutine. A region it places
+// into is held (m.use read-locked) from the start of that SGE's bytes to
+// their end, across waits, so a Deregister waits for the placement or
+// makes it fail; rxExit lets go of one a failed run still held.
 
 // The receive buffer starts at rxBufLen and grows to rxBulkLen when
 // the stream shows bulk traffic (a payload of rxBufLen or more, or a read
-// that filled the buffer). Bulk reads then take what the socket holds,
+// that filled the buffer up to an FPDU boundary: space). Bulk reads then take what the socket holds,
 // several 64 KiB FPDUs per system call, instead of stopping at each
 // payload's end: every read the receiver makes sends the peer a window
 // update, whose processing transmits the peer's queued data in the
@@ -55,26 +73,26 @@ var rxBulkPool = sync.Pool{New: func() any { return new([rxBulkLen]byte) }}
 
 var errStop = errors.New("iwarp: receive stopped")
 
-// errPumpRead: an FPDU taken as whole in the buffer wanted more (a bug;
-// reading the socket there would deadlock on its read lock).
-var errPumpRead = errors.New("iwarp: internal error: FPDU read past the buffered bytes")
+// rxPhase is where the receive state machine is within the current FPDU.
+type rxPhase uint8
+
+const (
+	rxHeader  rxPhase = iota // the MPA length and DDP header are next
+	rxPayload                // placing the payload into x.seg and on
+	rxTrailer                // pad and CRC are next
+)
 
 type rxState struct {
 	c     *conn
 	buf   []byte // small, or bulk (grow) until shrink
 	small []byte // the rxBufLen buffer, kept while bulk is in use
 	big   *[rxBulkLen]byte
-	// smallReads counts the pump's reads in a row that brought less
-	// than rxBufLen (shrink).
+	// smallReads counts the reads in a row that brought less than
+	// rxBufLen (shrink).
 	smallReads int
 	r, w       int
-	hdr        [fpduLenField + ddpUntaggedLen]byte
-	trl        [3 + fpduCRCLen]byte
 	ctl        [termMaxLen + 64]byte
-	junk       []byte // scratch for payload that is dropped (allocated on first use)
-	h          ddpHeader
-	ulen       int
-	crc        uint32
+	junk       []byte    // scratch for payload that is dropped (allocated on first use)
 	msn        [3]uint32 // next expected MSN per queue
 	cur        recvEntry // receive the current Send is placed into
 	curOn      bool
@@ -82,17 +100,38 @@ type rxState struct {
 	// wantTx: this goroutine queued Read Responses; startTx hands them
 	// over before it next waits.
 	wantTx bool
-	// readDirect's readv: the destination and the buffer.
-	iov     [2]unix.Iovec
-	rawN    int
-	rawErr  error
-	rawRead func(fd uintptr) bool // readvRaw, bound once
-	// pump runs the FPDUs that fit the buffer inside one RawConn.Read
-	// (sockread, with the EAGAIN read kept: see init); pumpErr is
-	// what ended it; pumping says readFull must not touch the socket.
+
+	// The current FPDU.
+	phase rxPhase
+	h     ddpHeader
+	op    rdmapOpcode
+	ulen  int // its ULPDU length (DDP header and payload)
+	plen  int // its payload length
+	crc   uint32
+	// Where its payload goes: seg, the rest of the current destination
+	// (held, its region while bytes go into it); then the SGL sgl from
+	// SGE sgi at offset off; left is what is still to be placed, and
+	// discard says it goes nowhere (junk).
+	seg     []byte
+	held    *mr
+	sgl     []verbs.SGE
+	sgi     int
+	off     int
+	left    int
+	discard bool
+	direct  bool // the read in progress goes into seg, the buffer behind it
+	// straight: seg is read from the socket straight into it, once begun
+	// to its end (also the last part under rxBufLen).
+	straight bool
+	// The opcode's state from begin to end.
+	o      *orqEntry // Read Response: the Read it answers
+	drop   bool      // Read Response: stale data for a zero-length Read
+	msgEnd int       // Send: the message's length once this segment is placed
+
+	// pump runs the state machine inside one RawConn.Read (sockread,
+	// with the EAGAIN read kept: see init); pumpErr is what ended it.
 	pump    sockread.Reader
 	pumpErr error
-	pumping bool
 	// staleCRC counts FPDUs of stale data for our zero-length Reads whose
 	// CRC did not match (dropped all the same; see readResponse).
 	staleCRC atomic.Uint64
@@ -106,40 +145,7 @@ func (x *rxState) init(c *conn) {
 	x.msn = [3]uint32{1, 1, 1}
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
-	x.rawRead = x.readvRaw
 	x.pump.Init(c.rc, x, false) // a reset behind data must not go unseen (sockread)
-}
-
-// readFull fills p from the buffer and then from the socket: the rest of
-// a p of rxBufLen or more straight into p (readDirect), a shorter one
-// through the buffer.
-func (x *rxState) readFull(p []byte) error {
-	n := copy(p, x.buf[x.r:x.w])
-	x.r += n
-	p = p[n:]
-	if len(p) > 0 && x.pumping {
-		return errPumpRead
-	}
-	if len(p) >= rxBufLen {
-		x.grow()
-		return x.readDirect(p)
-	}
-	for len(p) > 0 {
-		x.startTx()
-		if x.w == len(x.buf) {
-			x.grow() // the last read filled it (the buffer is drained here)
-		}
-		m, err := x.readBuf()
-		x.smallReads = 0
-		x.w = m
-		k := copy(p, x.buf[:m])
-		x.r = k
-		p = p[k:]
-		if err != nil && len(p) > 0 {
-			return err
-		}
-	}
-	return nil
 }
 
 // grow gives the buffer its bulk size. Called only with the buffer
@@ -163,109 +169,284 @@ func (x *rxState) shrink() {
 	}
 }
 
-// readBuf reads into the whole buffer as tc.Read would (waiting on the
-// poller; io.EOF once the peer closed), through readv.
-func (x *rxState) readBuf() (int, error) { return x.readv(x.buf, nil) }
-
-// readDirect fills p, which the buffer has nothing more for, with readv
-// calls into p and the buffer: what the socket holds beyond p (the
-// trailer, the next FPDUs) lands in the buffer in the same call.
-func (x *rxState) readDirect(p []byte) error {
-	x.r, x.w = 0, 0
-	for len(p) > 0 {
-		x.startTx()
-		x.smallReads = 0
-		n, err := x.readv(p, x.buf)
+func (c *conn) rxLoop() {
+	x := &c.rx
+	for c.live.Load() {
+		x.pumpErr = nil
+		err := x.pump.Run()
+		if err == nil {
+			err = x.pumpErr
+		}
 		if err != nil {
-			return err
+			if !errors.Is(err, errStop) {
+				c.fail(&streamError{op: "read", err: err}, nil)
+			}
+			break
 		}
-		if n > len(p) {
-			x.w = n - len(p)
-			n = len(p)
-		}
-		p = p[n:]
 	}
-	return nil
+	c.rxExit()
 }
 
-// readv makes one readv into a and then b (either may be empty) through
-// the raw connection, waiting on the poller while the socket is empty: a
-// small read is a raw system call (internal/nbcall). It returns the
-// bytes read (n > 0), io.EOF once the peer closed, or the failure.
-func (x *rxState) readv(a, b []byte) (int, error) {
-	x.iov[0] = unix.Iovec{Base: unsafe.SliceData(a)}
-	x.iov[0].SetLen(len(a))
-	x.iov[1] = unix.Iovec{Base: unsafe.SliceData(b)}
-	x.iov[1].SetLen(len(b))
-	x.rawN, x.rawErr = 0, nil
-	err := x.c.rc.Read(x.rawRead)
-	clear(x.iov[:]) // keep no reference to the caller's buffer
-	switch {
-	case err != nil:
-		return 0, err
-	case x.rawErr != nil:
-		return 0, x.rawErr
-	case x.rawN == 0:
-		return 0, io.EOF
+// Next is the receive run's sockread.Consumer: it carries the state
+// machine as far as the buffered bytes go and returns where the next
+// read goes (the buffer; or the payload's destination with the buffer
+// behind it), or nil to end the run (not live, an error in pumpErr).
+func (x *rxState) Next() (p, tail []byte) {
+	for x.c.live.Load() {
+		var err error
+		avail := x.w - x.r
+		switch x.phase {
+		case rxHeader:
+			if avail < fpduLenField+ddpTaggedLen {
+				return x.space(x.nextFPDULen()), nil
+			}
+			var more bool
+			if more, err = x.header(); err == nil && more {
+				return x.space(x.nextFPDULen()), nil
+			}
+		case rxPayload:
+			if x.left == 0 {
+				x.phase = rxTrailer
+				continue
+			}
+			if len(x.seg) == 0 {
+				if err = x.nextSeg(); err != nil {
+					break
+				}
+			}
+			if avail > 0 {
+				n := copy(x.seg, x.buf[x.r:x.w])
+				x.r += n
+				x.placed(n)
+				continue
+			}
+			if len(x.seg) >= rxBufLen || x.straight {
+				// Straight into the destination: the buffer is drained.
+				x.grow()
+				x.r, x.w = 0, 0
+				x.startTx()
+				x.direct, x.straight = true, true
+				return x.seg, x.buf
+			}
+			return x.space(0), nil
+		case rxTrailer:
+			if avail < fpduPad(x.ulen)+fpduCRCLen {
+				return x.space(fpduPad(x.ulen) + fpduCRCLen), nil
+			}
+			if err = x.trailer(); err == nil {
+				err = x.end()
+				x.phase = rxHeader
+			}
+		}
+		if err != nil {
+			x.pumpErr = err
+			return nil, nil
+		}
 	}
-	return x.rawN, nil
+	return nil, nil
 }
 
-// readvRaw is readv's RawConn.Read callback: false (wait for the
-// socket) on EAGAIN.
-func (x *rxState) readvRaw(fd uintptr) bool {
-	for {
-		n, e := nbcall.Call(int(x.iov[0].Len+x.iov[1].Len), unix.SYS_READV, fd, uintptr(unsafe.Pointer(&x.iov[0])), uintptr(len(x.iov)))
-		switch e {
-		case 0:
-			x.rawN = int(n)
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			x.rawErr = os.NewSyscallError("readv", e)
+// space returns the free part of the buffer to read into, with room for
+// want more bytes behind the unprocessed ones when the buffer can hold
+// them (the rest of a small FPDU arrives in one read): a drained buffer
+// starts over (growing if the last read filled it, shrinking after a
+// run of small reads), a part at its end moves to its start. It hands tx
+// the queued Read Responses first: the run waits after it.
+func (x *rxState) space(want int) []byte {
+	if x.r == x.w {
+		if x.w == len(x.buf) && x.phase == rxHeader {
+			// The last read filled it, ending on an FPDU boundary.
+			// Not inside an FPDU: with small messages in flight
+			// (write-4k at 8) most reads fill the small buffer and
+			// end inside one, and growing there cost 0.8 context
+			// switches and 25% more CPU per op.
+			x.grow()
 		}
+		x.shrink()
+		x.r, x.w = 0, 0
+	} else if x.r+min(want, len(x.buf)) > len(x.buf) {
+		x.w = copy(x.buf, x.buf[x.r:x.w])
+		x.r = 0
+	}
+	x.startTx()
+	return x.buf[x.w:]
+}
+
+// Got is the receive run's sockread.Consumer: n bytes arrived, into the
+// payload's destination first when Next returned it.
+func (x *rxState) Got(n int, err error) bool {
+	direct := x.direct
+	x.direct = false
+	if err != nil {
+		if errors.Is(err, io.EOF) && x.phase == rxHeader && x.w-x.r < fpduLenField+ddpTaggedLen {
+			err = fmt.Errorf("peer closed the connection: %w", err)
+		}
+		x.pumpErr = err
+		return false
+	}
+	if direct {
+		k := min(n, len(x.seg))
+		x.placed(k)
+		x.w = n - k
+		x.smallReads = 0
 		return true
 	}
+	x.w += n
+	if n < rxBufLen {
+		x.smallReads++
+	} else {
+		x.smallReads = 0
+	}
+	return true
 }
 
-// place reads n payload bytes into b and runs the CRC over them.
-func (x *rxState) place(b []byte) error {
-	if err := x.readFull(b); err != nil {
-		return err
+// nextFPDULen is how many bytes the next FPDU takes in the stream: its
+// MPA length, DDP header, payload, pad and CRC, and at least the part of
+// the header header() reads first.
+func (x *rxState) nextFPDULen() int {
+	need := fpduLenField + ddpTaggedLen
+	if x.w-x.r >= fpduLenField {
+		ulen := int(binary.BigEndian.Uint16(x.buf[x.r:]))
+		need = max(need, fpduSize(ulen))
 	}
+	return need
+}
+
+// header parses and checks the FPDU header at the buffer's read position
+// (at least fpduLenField+ddpTaggedLen bytes are there) and begins the
+// opcode: more says an untagged header's last bytes are still to come.
+func (x *rxState) header() (more bool, err error) {
+	b := x.buf[x.r:x.w]
+	x.ulen = int(binary.BigEndian.Uint16(b))
+	hl := ddpHeaderLen(b[fpduLenField])
+	if x.ulen < hl {
+		x.c.failTerminate(&terminate{Layer: LayerLLP, Code: MPAFPDUStart},
+			fmt.Sprintf("ULPDU_Length %d is shorter than the %d-byte DDP header", x.ulen, hl))
+		return false, errStop
+	}
+	if len(b) < fpduLenField+hl {
+		return true, nil
+	}
+	x.r += fpduLenField + hl
+	x.h.parse(b[fpduLenField : fpduLenField+hl])
+	x.crc = 0
 	if x.c.crc {
-		x.crc = crcUpdate(x.crc, b)
+		x.crc = crcUpdate(0, b[:fpduLenField+hl])
 	}
-	return nil
+	x.plen = x.ulen - hl
+	if x.op, err = x.checkHeader(); err != nil {
+		return false, err
+	}
+	x.phase = rxPayload
+	x.seg, x.held, x.sgl, x.left, x.discard = nil, nil, nil, 0, false
+	return false, x.begin()
 }
 
-// scatter places n payload bytes at offset off of a local SGL. Each
-// region is held while bytes go into it, so a Deregister either waits for
-// the placement or makes it fail: ok is false when an SGE's region is gone
-// (a local protection error).
-func (x *rxState) scatter(sgl []verbs.SGE, off, n int) (ok bool, err error) {
-	for i := 0; i < len(sgl) && n > 0; i++ {
-		b := sgl[i].Buf
-		if off >= len(b) {
-			off -= len(b)
+// begin checks the segment against what it targets and says where its
+// payload goes (x.seg, or x.sgl from x.off; x.left bytes).
+func (x *rxState) begin() error {
+	switch x.op {
+	case opWrite:
+		return x.beginWrite()
+	case opReadResp:
+		return x.beginReadResponse()
+	case opReadReq:
+		return x.beginReadRequest()
+	case opTerminate:
+		if x.plen > len(x.ctl) {
+			return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d-byte Terminate", x.plen))
+		}
+		x.seg, x.left = x.ctl[:x.plen], x.plen
+		return nil
+	default:
+		return x.beginSend()
+	}
+}
+
+// end finishes the FPDU whose trailer checked: the opcode's completion.
+func (x *rxState) end() error {
+	var err error
+	switch x.op {
+	case opWrite:
+	case opReadResp:
+		err = x.endReadResponse()
+	case opReadReq:
+		err = x.endReadRequest()
+	case opTerminate:
+		err = x.terminateReceived()
+	default:
+		err = x.endSend()
+	}
+	if err == nil && !x.rtr {
+		x.rtrReceived()
+	}
+	return err
+}
+
+// nextSeg sets seg to the next destination of the payload: the SGE the
+// offset is in (its region held while bytes go into it), or scratch when
+// the payload is dropped.
+func (x *rxState) nextSeg() error {
+	if x.discard {
+		if x.junk == nil {
+			x.junk = make([]byte, 4096)
+		}
+		x.seg = x.junk[:min(x.left, len(x.junk))]
+		return nil
+	}
+	for ; x.sgi < len(x.sgl); x.sgi++ {
+		b := x.sgl[x.sgi].Buf
+		if x.off >= len(b) {
+			x.off -= len(b)
 			continue
 		}
-		take := min(len(b)-off, n)
-		m := x.c.dev.acquire(sgl[i].LKey)
+		m := x.c.dev.acquire(x.sgl[x.sgi].LKey)
 		if m == nil {
-			return false, nil
+			return x.lostRegion()
 		}
-		err := x.place(b[off : off+take])
-		m.use.RUnlock()
-		if err != nil {
-			return true, err
-		}
-		n -= take
-		off = 0
+		x.held = m
+		x.seg = b[x.off : x.off+min(len(b)-x.off, x.left)]
+		x.off = 0
+		x.sgi++
+		return nil
 	}
-	return true, nil
+	// begin checked the length against the SGL's.
+	x.c.failTerminate(&terminate{Layer: LayerRDMAP, EType: RDMAPLocalCatastrophic, Code: RDMAPUnspecified},
+		fmt.Sprintf("%s: %d payload bytes beyond the SGL", &x.h, x.left))
+	return errStop
+}
+
+// placed accounts for n bytes copied into the front of seg: the CRC runs
+// over them, and a finished SGE's region is let go.
+func (x *rxState) placed(n int) {
+	if x.c.crc {
+		x.crc = crcUpdate(x.crc, x.seg[:n])
+	}
+	x.seg = x.seg[n:]
+	x.left -= n
+	if len(x.seg) == 0 {
+		x.straight = false
+		x.release()
+	}
+}
+
+// release lets go of the region being placed into, if any.
+func (x *rxState) release() {
+	if x.held != nil {
+		x.held.use.RUnlock()
+		x.held = nil
+	}
+}
+
+// lostRegion ends the connection after a region of the SGL being placed
+// into was deregistered.
+func (x *rxState) lostRegion() error {
+	if x.op == opReadResp {
+		return x.c.localProtection(x.o.seq, x.o.user, "RDMA Read Response")
+	}
+	err := x.c.localProtection(0, false, "Send")
+	x.completeRecv(verbs.StatusLocalProtection, 0, 0)
+	return err
 }
 
 // localProtection ends the connection after a local region vanished
@@ -281,26 +462,22 @@ func (c *conn) localProtection(seq uint64, user bool, what string) error {
 	return errStop
 }
 
-// trailer reads pad and CRC and checks the CRC.
-func (x *rxState) trailer() error { return x.trailerCheck(true) }
-
-// trailerCheck reads pad and CRC; a CRC that does not match ends the
-// connection with a Terminate when strict, and is only counted when not.
-// Not strict is for one FPDU only: data Linux siw sends for our queued
-// zero-length Read (dropStale). siw sends the memory of an earlier work
-// request there, zero-copy, and that memory can change between siw's CRC
-// and the wire (seen once in four lab runs against siw, at shutdown, after
-// the bytes had passed every header check). The bytes address no buffer
-// of ours and are discarded; the header they came with was checked (the
-// Read's sink STag, TO continuity, length within the FPDU), and a length
-// that lied would break the framing of the next FPDU, which is checked
-// strictly.
-func (x *rxState) trailerCheck(strict bool) error {
+// trailer takes pad and CRC from the buffer and checks the CRC; one that
+// does not match ends the connection with a Terminate, except for the
+// stale data of a zero-length Read (x.drop), where it is only counted.
+// That is for one FPDU only: data Linux siw sends for our queued
+// zero-length Read (readResponse). siw sends the memory of an earlier
+// work request there, zero-copy, and that memory can change between
+// siw's CRC and the wire (seen once in four lab runs against siw, at
+// shutdown, after the bytes had passed every header check). The bytes
+// address no buffer of ours and are discarded; the header they came with
+// was checked (the Read's sink STag, TO continuity, length within the
+// FPDU), and a length that lied would break the framing of the next FPDU,
+// which is checked strictly.
+func (x *rxState) trailer() error {
 	pad := fpduPad(x.ulen)
-	b := x.trl[:pad+fpduCRCLen]
-	if err := x.readFull(b); err != nil {
-		return err
-	}
+	b := x.buf[x.r : x.r+pad+fpduCRCLen]
+	x.r += len(b)
 	if !x.c.crc {
 		return nil
 	}
@@ -308,7 +485,7 @@ func (x *rxState) trailerCheck(strict bool) error {
 	got := getCRC(b[pad:])
 	switch {
 	case got == crc:
-	case !strict:
+	case x.op == opReadResp && x.drop:
 		x.staleCRC.Add(1)
 	default:
 		x.c.failTerminate(&terminate{Layer: LayerLLP, Code: MPACRCError},
@@ -326,162 +503,6 @@ func (x *rxState) terminate(layer, etype, code uint8, rr *readRequest, reason st
 	}
 	x.c.failTerminate(t, fmt.Sprintf("%s: %s", &x.h, reason))
 	return errStop
-}
-
-func (c *conn) rxLoop() {
-	x := &c.rx
-	for c.live.Load() {
-		err := x.pumpRun()
-		if err == nil && c.live.Load() {
-			err = x.one() // an FPDU larger than the small buffer
-		}
-		if err != nil {
-			if !errors.Is(err, errStop) {
-				c.fail(&streamError{op: "read", err: err}, nil)
-			}
-			break
-		}
-	}
-	c.rxExit()
-}
-
-// pumpRun processes the FPDUs of up to rxBufLen bytes (all of them on a
-// connection with small messages) inside one sockread.Reader run, which
-// reads the socket without the read that returns EAGAIN before each wait.
-// It returns nil, with the buffer holding the start of a larger FPDU,
-// for one() to place through readFull (and readDirect), or when the
-// connection is no longer live.
-func (x *rxState) pumpRun() error {
-	x.pumpErr = nil
-	x.pumping = true
-	err := x.pump.Run()
-	x.pumping = false
-	if err != nil {
-		return err
-	}
-	return x.pumpErr
-}
-
-// Next is pumpRun's sockread.Consumer: it processes the FPDUs the buffer
-// holds whole and returns the free part of the buffer to read into, or
-// nil to leave the pump (not live, an error, an FPDU over rxBufLen).
-func (x *rxState) Next() []byte {
-	for x.c.live.Load() {
-		need := x.nextFPDULen()
-		if need > rxBufLen {
-			return nil
-		}
-		if x.w-x.r >= need {
-			if err := x.one(); err != nil {
-				x.pumpErr = err
-				return nil
-			}
-			continue
-		}
-		if x.r == x.w {
-			if x.w == len(x.buf) {
-				x.grow() // the last read filled it
-			}
-			x.shrink()
-			x.r, x.w = 0, 0
-		} else if x.r+need > len(x.buf) {
-			x.w = copy(x.buf, x.buf[x.r:x.w])
-			x.r = 0
-		}
-		x.startTx()
-		return x.buf[x.w:]
-	}
-	return nil
-}
-
-// Got is pumpRun's sockread.Consumer: n bytes arrived in the buffer.
-func (x *rxState) Got(n int, err error) bool {
-	if err != nil {
-		if errors.Is(err, io.EOF) && x.w-x.r < fpduLenField+ddpTaggedLen {
-			err = fmt.Errorf("peer closed the connection: %w", err) // as readHeader says it
-		}
-		x.pumpErr = err
-		return false
-	}
-	x.w += n
-	if n < rxBufLen {
-		x.smallReads++
-	} else {
-		x.smallReads = 0
-	}
-	return true
-}
-
-// nextFPDULen is how many bytes the next FPDU takes in the stream (what
-// one() reads for it): its MPA length, DDP header, payload, pad and CRC,
-// and at least the part of the header readHeader reads first.
-func (x *rxState) nextFPDULen() int {
-	need := fpduLenField + ddpTaggedLen
-	if x.w-x.r >= fpduLenField {
-		ulen := int(binary.BigEndian.Uint16(x.buf[x.r:]))
-		need = max(need, fpduLenField+ulen+fpduPad(ulen)+fpduCRCLen)
-	}
-	return need
-}
-
-// one processes one FPDU: its header is read and checked, then the
-// opcode's handler places the payload and checks the trailer.
-func (x *rxState) one() error {
-	plen, err := x.readHeader()
-	if err != nil {
-		return err
-	}
-	op, err := x.checkHeader()
-	if err != nil {
-		return err
-	}
-	switch op {
-	case opWrite:
-		err = x.write(plen)
-	case opReadResp:
-		err = x.readResponse(plen)
-	case opReadReq:
-		err = x.readRequest(plen)
-	case opTerminate:
-		err = x.terminateReceived(plen)
-	default:
-		err = x.send(op, plen)
-	}
-	if err == nil && !x.rtr {
-		x.rtrReceived()
-	}
-	return err
-}
-
-// readHeader reads the MPA length and the DDP header into x.h (starting
-// the CRC over them) and returns the payload length.
-func (x *rxState) readHeader() (plen int, err error) {
-	c := x.c
-	b := x.hdr[:]
-	if err := x.readFull(b[:fpduLenField+ddpTaggedLen]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("peer closed the connection: %w", err)
-		}
-		return 0, err
-	}
-	x.ulen = int(binary.BigEndian.Uint16(b))
-	hl := ddpHeaderLen(b[fpduLenField])
-	if x.ulen < hl {
-		c.failTerminate(&terminate{Layer: LayerLLP, Code: MPAFPDUStart},
-			fmt.Sprintf("ULPDU_Length %d is shorter than the %d-byte DDP header", x.ulen, hl))
-		return 0, errStop
-	}
-	if hl == ddpUntaggedLen {
-		if err := x.readFull(b[fpduLenField+ddpTaggedLen : fpduLenField+ddpUntaggedLen]); err != nil {
-			return 0, err
-		}
-	}
-	x.h.parse(b[fpduLenField : fpduLenField+hl])
-	x.crc = 0
-	if c.crc {
-		x.crc = crcUpdate(0, b[:fpduLenField+hl])
-	}
-	return x.ulen - hl, nil
 }
 
 // checkHeader checks the DDP and RDMAP versions, the opcode against the
@@ -527,13 +548,14 @@ func (x *rxState) rtrReceived() {
 	c.kick()
 }
 
-// write places an RDMA Write segment into the region its STag names.
-func (x *rxState) write(plen int) error {
+// beginWrite checks an RDMA Write segment against the region its STag
+// names, which is held until the payload is placed.
+func (x *rxState) beginWrite() error {
 	c, h := x.c, &x.h
-	if plen == 0 {
+	if x.plen == 0 {
 		// A zero-length RDMA Write (the RFC 6581 RTR) touches no memory:
 		// its STag is not validated.
-		return x.trailer()
+		return nil
 	}
 	// Held from the checks to the end of the placement: neither
 	// Deregister nor a reuse of the object can come in between.
@@ -554,24 +576,20 @@ func (x *rxState) write(plen int) error {
 		m.use.RUnlock()
 		return err
 	}
-	off, code, ok := m.rangeCheck(h.TO, plen)
+	off, code, ok := m.rangeCheck(h.TO, x.plen)
 	if !ok {
 		lo, hi := m.addr, m.addr+uint64(len(m.b))
 		m.use.RUnlock()
-		return x.terminate(LayerDDP, DDPTaggedBuffer, code, nil, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", plen, h.TO, lo, hi))
+		return x.terminate(LayerDDP, DDPTaggedBuffer, code, nil, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", x.plen, h.TO, lo, hi))
 	}
-	err = x.place(m.b[off : off+plen])
-	m.use.RUnlock()
-	if err != nil {
-		return err
-	}
-	return x.trailer()
+	x.held, x.seg, x.left = m, m.b[off:off+x.plen], x.plen
+	return nil
 }
 
-// readResponse places an RDMA Read Response segment into the SGL of the
-// oldest outstanding Read.
-func (x *rxState) readResponse(plen int) error {
-	c := x.c
+// beginReadResponse checks an RDMA Read Response segment against the
+// oldest outstanding Read, whose SGL it is placed into.
+func (x *rxState) beginReadResponse() error {
+	c, h, plen := x.c, &x.h, x.plen
 	c.mu.Lock()
 	if c.orqHead == c.orqTail {
 		c.mu.Unlock()
@@ -583,21 +601,44 @@ func (x *rxState) readResponse(plen int) error {
 		sgl = c.sqAt(o.seq).sgl
 	}
 	c.mu.Unlock()
-	drop := plen > 0 && !o.user && o.length == 0
-	var err error
-	if drop {
-		err = x.dropStale(o, plen)
-	} else if plen > 0 {
-		err = x.placeResponse(o, sgl, plen)
+	x.o = o
+	x.drop = plen > 0 && !o.user && o.length == 0
+	switch {
+	case x.drop:
+		// Stale data for one of our zero-length Reads (a fence or the
+		// RTR). Linux siw sends it when the Read Request waits in its
+		// inbound read queue behind other work: siw_activate_tx leaves
+		// the previous work request's SGE in place for a zero-length
+		// response, so siw sends that memory (6.1; it then also answers
+		// with the right STag and TO). No buffer of ours is addressed,
+		// so the bytes are checked (STag, TO continuity, CRC) and
+		// dropped instead of ending the connection over the peer's bug.
+		if h.STag != o.sinkSTag || h.TO != o.sinkTO+uint64(o.stale) {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+				fmt.Sprintf("%d bytes at STag %#x TO %#x for a zero-length Read (STag %#x TO %#x)", plen, h.STag, h.TO, o.sinkSTag, o.sinkTO+uint64(o.stale)))
+		}
+		x.discard, x.left = true, plen
+	case plen > 0:
+		if h.STag != o.sinkSTag {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
+		}
+		if h.TO != o.sinkTO+uint64(o.got) || o.got+plen > o.length {
+			return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
+				fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
+		}
+		x.sgl, x.sgi, x.off, x.left = sgl, 0, o.got, plen
 	}
-	if err != nil {
-		return err
-	}
-	if err := x.trailerCheck(!drop); err != nil {
-		return err
-	}
-	if !drop {
-		o.got += plen
+	return nil
+}
+
+// endReadResponse counts a placed Read Response segment and retires the
+// Read with its last one.
+func (x *rxState) endReadResponse() error {
+	o := x.o
+	if x.drop {
+		o.stale += x.plen
+	} else {
+		o.got += x.plen
 	}
 	if !x.h.Last {
 		return nil
@@ -609,44 +650,77 @@ func (x *rxState) readResponse(plen int) error {
 	return nil
 }
 
-// dropStale checks and drops data for one of our zero-length Reads (a
-// fence or the RTR). Linux siw sends it when the Read Request waits in
-// its inbound read queue behind other work: siw_activate_tx leaves the
-// previous work request's SGE in place for a zero-length response, so siw
-// sends that memory (6.1; it then also answers with the right STag and
-// TO). No buffer of ours is addressed, so the bytes are checked (STag, TO
-// continuity, CRC) and dropped instead of ending the connection over the
-// peer's bug.
-func (x *rxState) dropStale(o *orqEntry, plen int) error {
+// beginReadRequest checks a peer's RDMA Read Request segment, whose
+// payload goes into ctl.
+func (x *rxState) beginReadRequest() error {
 	h := &x.h
-	if h.STag != o.sinkSTag || h.TO != o.sinkTO+uint64(o.stale) {
-		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
-			fmt.Sprintf("%d bytes at STag %#x TO %#x for a zero-length Read (STag %#x TO %#x)", plen, h.STag, h.TO, o.sinkSTag, o.sinkTO+uint64(o.stale)))
+	if h.MSN != x.msn[qnReadReq] {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnReadReq]))
 	}
-	if err := x.discard(plen); err != nil {
-		return err
+	if h.MO != 0 || !h.Last || x.plen != readReqLen {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, fmt.Sprintf("RDMA Read Request of %d bytes at MO %d", x.plen, h.MO))
 	}
-	o.stale += plen
+	x.seg, x.left = x.ctl[:readReqLen], readReqLen
 	return nil
 }
 
-// placeResponse checks a Read Response segment against the Read it
-// answers (sink STag, TO continuity, length) and places it into the
-// Read's SGL.
-func (x *rxState) placeResponse(o *orqEntry, sgl []verbs.SGE, plen int) error {
+// endReadRequest queues the answer to a peer's RDMA Read Request.
+func (x *rxState) endReadRequest() error {
+	c := x.c
+	x.msn[qnReadReq]++
+	var rr readRequest
+	rr.parse(x.ctl[:readReqLen])
+	ie := irqEntry{sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, n: int(rr.Size)}
+	if rr.Size > 0 {
+		if err := x.checkReadSource(&rr, &ie); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	if c.irqTail-c.irqHead >= uint64(len(c.irq)) || c.neg.ird == 0 {
+		c.mu.Unlock()
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, &rr, fmt.Sprintf("more than IRD=%d RDMA Reads outstanding", c.neg.ird))
+	}
+	c.irq[c.irqTail%uint64(len(c.irq))] = ie
+	c.irqTail++
+	c.mu.Unlock()
+	x.wantTx = true
+	return nil
+}
+
+// beginSend checks a Send segment against the current receive (taking
+// the next posted one for a message's first segment), into whose SGL it
+// is placed.
+func (x *rxState) beginSend() error {
 	h := &x.h
-	if h.STag != o.sinkSTag {
-		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedInvalidSTag, nil, fmt.Sprintf("sink STag is %#x, want %#x", o.sinkSTag, h.STag))
+	if !x.curOn {
+		if err := x.startRecv(); err != nil {
+			return err
+		}
+	} else if h.MSN != x.msn[qnSend] {
+		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("message %d is in progress", x.msn[qnSend]))
 	}
-	if h.TO != o.sinkTO+uint64(o.got) || o.got+plen > o.length {
-		return x.terminate(LayerDDP, DDPTaggedBuffer, DDPTaggedBaseBounds, nil,
-			fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
-	}
-	if ok, err := x.scatter(sgl, o.got, plen); err != nil {
+	x.msgEnd = int(h.MO) + x.plen
+	if x.msgEnd > x.cur.len {
+		err := x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d bytes for a %d-byte receive", x.msgEnd, x.cur.len))
+		x.completeRecv(verbs.StatusLocalLength, 0, 0)
 		return err
-	} else if !ok {
-		return x.c.localProtection(o.seq, o.user, "RDMA Read Response")
 	}
+	x.sgl, x.sgi, x.off, x.left = x.cur.sgl, 0, int(h.MO), x.plen
+	return nil
+}
+
+// endSend completes the receive with a message's last segment.
+func (x *rxState) endSend() error {
+	h := &x.h
+	if !h.Last {
+		return nil
+	}
+	x.msn[qnSend]++
+	if x.op == opSendInv || x.op == opSendSEInv {
+		return x.invalidate(x.msgEnd)
+	}
+	x.completeRecv(verbs.StatusSuccess, x.msgEnd, 0)
 	return nil
 }
 
@@ -679,21 +753,6 @@ func (x *rxState) startTx() {
 	x.c.settleCQs()
 }
 
-// discard reads n payload bytes (CRC included) that go nowhere.
-func (x *rxState) discard(n int) error {
-	if x.junk == nil {
-		x.junk = make([]byte, 4096)
-	}
-	for n > 0 {
-		k := min(n, len(x.junk))
-		if err := x.place(x.junk[:k]); err != nil {
-			return err
-		}
-		n -= k
-	}
-	return nil
-}
-
 // checkReadSource validates the source of a Read Request and records the
 // region in ie (tx checks again that it is the same registration when it
 // sends the response).
@@ -721,80 +780,6 @@ func (x *rxState) checkReadSource(rr *readRequest, ie *irqEntry) error {
 		return x.terminate(LayerRDMAP, RDMAPRemoteProtection, c, rr, fmt.Sprintf("%d bytes at TO %#x outside [%#x, %#x)", rr.Size, rr.SrcTO, m.addr, m.addr+uint64(len(m.b))))
 	}
 	ie.m, ie.stag, ie.off = m, rr.SrcSTag, off
-	return nil
-}
-
-// readRequest queues the answer to a peer's RDMA Read Request.
-func (x *rxState) readRequest(plen int) error {
-	c, h := x.c, &x.h
-	if h.MSN != x.msn[qnReadReq] {
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("expected MSN %d", x.msn[qnReadReq]))
-	}
-	if h.MO != 0 || !h.Last || plen != readReqLen {
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedInvalidMO, nil, fmt.Sprintf("RDMA Read Request of %d bytes at MO %d", plen, h.MO))
-	}
-	p := x.ctl[:readReqLen]
-	if err := x.place(p); err != nil {
-		return err
-	}
-	if err := x.trailer(); err != nil {
-		return err
-	}
-	x.msn[qnReadReq]++
-	var rr readRequest
-	rr.parse(p)
-	ie := irqEntry{sinkSTag: rr.SinkSTag, sinkTO: rr.SinkTO, n: int(rr.Size)}
-	if rr.Size > 0 {
-		if err := x.checkReadSource(&rr, &ie); err != nil {
-			return err
-		}
-	}
-	c.mu.Lock()
-	if c.irqTail-c.irqHead >= uint64(len(c.irq)) || c.neg.ird == 0 {
-		c.mu.Unlock()
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, &rr, fmt.Sprintf("more than IRD=%d RDMA Reads outstanding", c.neg.ird))
-	}
-	c.irq[c.irqTail%uint64(len(c.irq))] = ie
-	c.irqTail++
-	c.mu.Unlock()
-	x.wantTx = true
-	return nil
-}
-
-// send places a Send segment into the current receive.
-func (x *rxState) send(op rdmapOpcode, plen int) error {
-	c, h := x.c, &x.h
-	if !x.curOn {
-		if err := x.startRecv(); err != nil {
-			return err
-		}
-	} else if h.MSN != x.msn[qnSend] {
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedMSNRange, nil, fmt.Sprintf("message %d is in progress", x.msn[qnSend]))
-	}
-	end := int(h.MO) + plen
-	if end > x.cur.len {
-		err := x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d bytes for a %d-byte receive", end, x.cur.len))
-		x.completeRecv(verbs.StatusLocalLength, 0, 0)
-		return err
-	}
-	if ok, err := x.scatter(x.cur.sgl, int(h.MO), plen); err != nil {
-		return err
-	} else if !ok {
-		err := c.localProtection(0, false, "Send")
-		x.completeRecv(verbs.StatusLocalProtection, 0, 0)
-		return err
-	}
-	if err := x.trailer(); err != nil {
-		return err
-	}
-	if !h.Last {
-		return nil
-	}
-	x.msn[qnSend]++
-	if op == opSendInv || op == opSendSEInv {
-		return x.invalidate(end)
-	}
-	x.completeRecv(verbs.StatusSuccess, end, 0)
 	return nil
 }
 
@@ -863,18 +848,9 @@ func (x *rxState) completeRecv(st verbs.Status, n int, inv uint32) {
 
 // terminateReceived handles the peer's Terminate: the work request it
 // names completes with the matching error, the rest flush.
-func (x *rxState) terminateReceived(plen int) error {
+func (x *rxState) terminateReceived() error {
 	c := x.c
-	if plen > len(x.ctl) {
-		return x.terminate(LayerDDP, DDPUntaggedBuffer, DDPUntaggedTooLong, nil, fmt.Sprintf("%d-byte Terminate", plen))
-	}
-	p := x.ctl[:plen]
-	if err := x.place(p); err != nil {
-		return err
-	}
-	if err := x.trailer(); err != nil {
-		return err
-	}
+	p := x.ctl[:x.plen]
 	var t terminate
 	if err := t.parse(p); err != nil {
 		c.fail(&TerminateError{Layer: LayerLLP, Reason: err.Error()}, nil)
@@ -917,6 +893,7 @@ func (c *conn) rxExit() {
 	io.Copy(io.Discard, c.tc)
 	c.tc.Close()
 	x := &c.rx
+	x.release() // a run that failed inside a placement
 	if x.curOn {
 		x.completeRecv(verbs.StatusFlushed, 0, 0)
 	}

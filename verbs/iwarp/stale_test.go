@@ -17,8 +17,9 @@ import (
 // a peer whose behaviour the provider cannot produce itself (here Linux
 // siw's answer to a queued zero-length Read).
 type rawPeer struct {
-	t  *testing.T
-	nc net.Conn
+	t   *testing.T
+	nc  net.Conn
+	crc bool // the provider asked for MPA CRCs: read checks them
 }
 
 // acceptRaw answers the provider's MPA Request with a Rev 2 enhanced
@@ -40,18 +41,24 @@ func acceptRaw(t *testing.T, ln net.Listener) *rawPeer {
 	if _, err := nc.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	return &rawPeer{t: t, nc: nc}
+	return &rawPeer{t: t, nc: nc, crc: req.CRC}
 }
 
 // dialRaw connects the pure-Go provider (a default Config) to a raw peer.
 func dialRaw(t *testing.T) (*side, verbs.Conn, *rawPeer) {
+	t.Helper()
+	return dialRawConfig(t, Config{})
+}
+
+// dialRawConfig connects the pure-Go provider with cfg to a raw peer.
+func dialRawConfig(t *testing.T, cfg Config) (*side, verbs.Conn, *rawPeer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	cli := newSide(t, New(Config{}))
+	cli := newSide(t, New(cfg))
 	peerCh := make(chan *rawPeer, 1)
 	go func() { peerCh <- acceptRaw(t, ln) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -64,7 +71,8 @@ func dialRaw(t *testing.T) (*side, verbs.Conn, *rawPeer) {
 	return cli, c, <-peerCh
 }
 
-// read returns the next FPDU's DDP header and payload (CRC checked).
+// read returns the next FPDU's DDP header and payload (CRC checked when
+// the connection has CRCs).
 func (p *rawPeer) read() (ddpHeader, []byte) {
 	p.t.Helper()
 	var l [2]byte
@@ -77,7 +85,7 @@ func (p *rawPeer) read() (ddpHeader, []byte) {
 		p.t.Fatalf("raw peer: reading a %d-byte ULPDU: %v", n, err)
 	}
 	crc := crcUpdate(crcUpdate(0, l[:]), rest[:n+fpduPad(n)])
-	if got := getCRC(rest[n+fpduPad(n):]); got != crc {
+	if got := getCRC(rest[n+fpduPad(n):]); p.crc && got != crc {
 		p.t.Fatalf("raw peer: CRC %#x, computed %#x", got, crc)
 	}
 	var h ddpHeader
@@ -93,15 +101,29 @@ func (p *rawPeer) write(h ddpHeader, payload []byte) { p.writeCRC(h, payload, 0)
 // writeCRC sends one FPDU whose CRC is off by flip (0: a good CRC).
 func (p *rawPeer) writeCRC(h ddpHeader, payload []byte, flip uint32) {
 	p.t.Helper()
-	n := h.Len() + len(payload)
-	b := make([]byte, fpduSize(n))
-	binary.BigEndian.PutUint16(b, uint16(n))
-	h.put(b[2:])
-	copy(b[2+h.Len():], payload)
-	putCRC(b[len(b)-fpduCRCLen:], crcUpdate(0, b[:len(b)-fpduCRCLen])^flip)
+	b := appendFPDU(nil, h, payload, true)
+	if flip != 0 {
+		putCRC(b[len(b)-fpduCRCLen:], getCRC(b[len(b)-fpduCRCLen:])^flip)
+	}
 	if _, err := p.nc.Write(b); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// appendFPDU appends the FPDU of h and payload to dst, with its CRC
+// (zero without crc).
+func appendFPDU(dst []byte, h ddpHeader, payload []byte, crc bool) []byte {
+	n := h.Len() + len(payload)
+	at := len(dst)
+	dst = append(dst, make([]byte, fpduSize(n))...)
+	b := dst[at:]
+	binary.BigEndian.PutUint16(b, uint16(n))
+	h.put(b[2:])
+	copy(b[2+h.Len():], payload)
+	if crc {
+		putCRC(b[len(b)-fpduCRCLen:], crcUpdate(0, b[:len(b)-fpduCRCLen]))
+	}
+	return dst
 }
 
 // expectSendAndFence reads the provider's Send and its zero-length fence

@@ -91,10 +91,16 @@ type conn struct {
 	// The send queue: sqDepth slots (ConnOptions.MaxSendWR), slot
 	// seq % sqDepth in chunk sq[slot/sqChunkLen], a chunk made when a
 	// request first lands in it and kept (never freed while the queue
-	// lives; entries never move, so a *sqEntry stays valid). A queue
-	// sized for many credits but mostly idle holds a chunk or two, not
-	// MaxSendWR entries (rdmarpc's 560: 37 KB per connection, 1,000
-	// connections 37 MB of pointer-rich memory the GC scans).
+	// lives; entries never move, so a *sqEntry stays valid). The slot
+	// advances with every work request, however few are in flight, so
+	// the chunks are made during a connection's first sqDepth requests
+	// and a connection that has carried that many holds all of them with
+	// their SGE arrays: rdmarpc's 560 slots came to about 78 KB per
+	// connection (the gateway's heap grew 78 MB over 1,000 connections
+	// with 2 GETATTRs in flight each, about 1.1 allocations per call
+	// until every ring had wrapped, some 25 s, then none; rdmagw
+	// bench-conns -duration 60s). Only a connection that never carried
+	// sqDepth requests is spared the memory.
 	sq      []*sqChunk
 	sqDepth uint64
 	sqHead  uint64 // oldest unretired

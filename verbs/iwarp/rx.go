@@ -120,9 +120,10 @@ type rxState struct {
 	off     int
 	left    int
 	discard bool
-	direct  bool // the read in progress goes into seg, the buffer behind it
-	// straight: seg is read from the socket straight into it, once begun
-	// to its end (also the last part under rxBufLen).
+	// straight: seg is read from the socket straight into it, the buffer
+	// behind it, once begun to its end (also the last part under
+	// rxBufLen). While it is set the buffer is drained, so every read
+	// goes there: Got tells a straight read by it.
 	straight bool
 	// The opcode's state from begin to end.
 	o      *orqEntry // Read Response: the Read it answers
@@ -226,7 +227,7 @@ func (x *rxState) Next() (p, tail []byte) {
 				x.grow()
 				x.r, x.w = 0, 0
 				x.startTx()
-				x.direct, x.straight = true, true
+				x.straight = true
 				return x.seg, x.buf
 			}
 			return x.space(0), nil
@@ -276,8 +277,6 @@ func (x *rxState) space(want int) []byte {
 // Got is the receive run's sockread.Consumer: n bytes arrived, into the
 // payload's destination first when Next returned it.
 func (x *rxState) Got(n int, err error) bool {
-	direct := x.direct
-	x.direct = false
 	if err != nil {
 		if errors.Is(err, io.EOF) && x.phase == rxHeader && x.w-x.r < fpduLenField+ddpTaggedLen {
 			err = fmt.Errorf("peer closed the connection: %w", err)
@@ -285,7 +284,7 @@ func (x *rxState) Got(n int, err error) bool {
 		x.pumpErr = err
 		return false
 	}
-	if direct {
+	if x.straight {
 		k := min(n, len(x.seg))
 		x.placed(k)
 		x.w = n - k

@@ -17,6 +17,7 @@ type side struct {
 	scq  verbs.CQ
 	rcq  verbs.CQ
 	conn verbs.Conn
+	sqWR int // MaxSendWR (0: 64)
 }
 
 func newSide(t testing.TB, p verbs.Provider) *side {
@@ -44,7 +45,11 @@ func newSide(t testing.TB, p verbs.Provider) *side {
 }
 
 func (s *side) opts(pd []byte) verbs.ConnOptions {
-	return verbs.ConnOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, PrivateData: pd, MaxSendWR: 64, MaxRecvWR: 64}
+	sqWR := 64
+	if s.sqWR > 0 {
+		sqWR = s.sqWR
+	}
+	return verbs.ConnOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, PrivateData: pd, MaxSendWR: sqWR, MaxRecvWR: 64}
 }
 
 // pair connects a dialing client to an accepting server.

@@ -89,24 +89,40 @@ type conn struct {
 	state int
 	err   error
 	// The send queue: sqDepth slots (ConnOptions.MaxSendWR), slot
-	// seq % sqDepth in chunk sq[slot/sqChunkLen], a chunk made when a
-	// request first lands in it and kept (never freed while the queue
-	// lives; entries never move, so a *sqEntry stays valid). The slot
-	// advances with every work request, however few are in flight, so
-	// the chunks are made during a connection's first sqDepth requests
-	// and a connection that has carried that many holds all of them with
-	// their SGE arrays: rdmarpc's 560 slots came to about 78 KB per
-	// connection (the gateway's heap grew 78 MB over 1,000 connections
-	// with 2 GETATTRs in flight each, about 1.1 allocations per call
-	// until every ring had wrapped, some 25 s, then none; rdmagw
-	// bench-conns -duration 60s). Only a connection that never carried
-	// sqDepth requests is spared the memory.
+	// seq % sqDepth in chunk sq[slot/sqChunkLen]. A chunk is attached to
+	// its place when a request first lands in it and goes back to the
+	// spare list sqSpare once every entry has left it (sqRecycle), so a
+	// connection holds the chunks its requests in flight span plus a
+	// spare or two, not the whole ring: the slot advances with every
+	// work request, and keeping every chunk once made had each
+	// connection that carried sqDepth requests hold all of them, about
+	// 78 KB at rdmarpc's 560 slots (1,000 connections: 78 MB more heap,
+	// RSS 251 MiB instead of 170 after 30 s, and one allocation per call
+	// for the first 25 s).
+	//
+	// Ownership: entries of live sequence numbers [sqHead, sqTail) never
+	// move, so a *sqEntry of one stays valid. tx reads the entries of
+	// the round it writes, and the chunk pointers leading to them,
+	// without c.mu (writeBatch), and an answer to a Read in that round
+	// may retire them before tx is done with the round; so a chunk is
+	// detached, and its entries reused elsewhere, only once its entries
+	// are below both sqHead (retired) and sqReleased, which tx raises
+	// under c.mu after each round (markWritten): that lock orders tx's
+	// reads before the reuse. rx reads a user Read's SGE list without
+	// c.mu while it places the response; the Read is live until then.
+	// The queue flushes (flushSQ) only once tx is done.
 	sq      []*sqChunk
-	sqDepth uint64
-	sqHead  uint64 // oldest unretired
-	sqSent  uint64 // next to transmit
-	sqTail  uint64 // next free
-	covered uint64 // entries < covered have a Read issued after them
+	sqSpare *sqChunk // chunks detached from sq, linked by next
+	// sqReleased: tx reads no entry < sqReleased without c.mu any more.
+	// sqFreed: the chunks of entries < sqFreed were recycled (or, the
+	// tail having wrapped into them again, kept); a chunk's first seq.
+	sqReleased uint64
+	sqFreed    uint64
+	sqDepth    uint64
+	sqHead     uint64 // oldest unretired
+	sqSent     uint64 // next to transmit
+	sqTail     uint64 // next free
+	covered    uint64 // entries < covered have a Read issued after them
 	// uncovered is the payload sent since the last Read that covers it:
 	// past fenceBytes a fence goes out although the queue has not drained.
 	uncovered int
@@ -224,30 +240,37 @@ func (c *conn) kick() {
 	}
 }
 
-// sqChunkLen is how many send queue slots are made at a time.
+// sqChunkLen is how many send queue slots a chunk holds.
 const sqChunkLen = 16
 
 // sqChunk is sqChunkLen send queue slots and their SGE arrays: sgl[i] is
 // slot i's own, made when the slot first holds a request with that many
-// SGEs (not MaxSendWR x MaxSGE up front) and reused.
+// SGEs (not MaxSendWR x MaxSGE up front) and reused, also when the chunk
+// serves another place in the ring.
 type sqChunk struct {
-	e   [sqChunkLen]sqEntry
-	sgl [sqChunkLen][]verbs.SGE
+	e    [sqChunkLen]sqEntry
+	sgl  [sqChunkLen][]verbs.SGE
+	next *sqChunk // on the spare list
 }
 
-// sqAt is the entry of a posted sequence number (its chunk exists).
+// sqAt is the entry of a live sequence number (sqHead <= seq < sqTail).
 func (c *conn) sqAt(seq uint64) *sqEntry {
 	i := seq % c.sqDepth
 	return &c.sq[i/sqChunkLen].e[i%sqChunkLen]
 }
 
 // sqSlot makes seq's slot ready for a request of nsge SGEs and returns
-// it with its SGE storage. Caller holds c.mu.
+// it with its SGE storage: its chunk is attached from the spare list, or
+// made, if the slot has none. Caller holds c.mu.
 func (c *conn) sqSlot(seq uint64, nsge int) (*sqEntry, []verbs.SGE) {
 	i := seq % c.sqDepth
 	ch := c.sq[i/sqChunkLen]
 	if ch == nil {
-		ch = new(sqChunk)
+		if ch = c.sqSpare; ch != nil {
+			c.sqSpare, ch.next = ch.next, nil
+		} else {
+			ch = new(sqChunk)
+		}
 		c.sq[i/sqChunkLen] = ch
 	}
 	j := i % sqChunkLen
@@ -255,6 +278,29 @@ func (c *conn) sqSlot(seq uint64, nsge int) (*sqEntry, []verbs.SGE) {
 		ch.sgl[j] = make([]verbs.SGE, nsge)
 	}
 	return &ch.e[j], ch.sgl[j][:nsge]
+}
+
+// sqRecycle moves to the spare list the chunks every entry has left:
+// below sqHead and sqReleased, and not reached again by a tail that
+// wrapped around the ring (a chunk it has reached stays where it is, in
+// use). Caller holds c.mu.
+func (c *conn) sqRecycle() {
+	lim := min(c.sqHead, c.sqReleased)
+	for {
+		i := c.sqFreed % c.sqDepth // the first slot of its chunk
+		end := c.sqFreed + min(sqChunkLen, c.sqDepth-i)
+		if end > lim {
+			return
+		}
+		if c.sqTail <= c.sqFreed+c.sqDepth {
+			k := i / sqChunkLen
+			ch := c.sq[k]
+			c.sq[k] = nil
+			ch.next = c.sqSpare
+			c.sqSpare = ch
+		}
+		c.sqFreed = end
+	}
 }
 
 func (c *conn) Err() error {
@@ -388,6 +434,7 @@ func (c *conn) retireLocked() {
 		clear(e.sgl)
 		c.sqHead++
 	}
+	c.sqRecycle()
 }
 
 // deliver pushes c.wcTmp to the send CQ (later: with cq.pushLater, the

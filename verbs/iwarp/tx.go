@@ -662,6 +662,9 @@ func (c *conn) finishRound(r *txRound, wrote uint64, err error) bool {
 // full; without placement proof (CompleteOnTransmit) that completes them.
 func (c *conn) markWritten(from, to uint64) {
 	c.mu.Lock()
+	// tx is done reading these entries (qp.go, the send queue's
+	// ownership): their chunks may be recycled once retired.
+	c.sqReleased = max(c.sqReleased, to)
 	// A fast fence answer may have retired (and a new post reused) the
 	// slots of entries before sqHead already.
 	for s := max(from, c.sqHead); s < to; s++ {
@@ -670,6 +673,7 @@ func (c *conn) markWritten(from, to uint64) {
 			e.done = e.done || !c.fence
 		}
 	}
+	c.sqRecycle()
 	c.mu.Unlock()
 	switch {
 	case c.fence:

@@ -572,9 +572,14 @@ func printConnsTable(w io.Writer, rs []connsResult) {
 			r.label(), r.GOMAXPROCS, r.Conns, r.Active, r.Run, r.OpsPerSec, r.CPUPerOpUs, r.SyscallsPerOp, r.CtxSwPerOp, r.CPUCores, r.ClientCores, r.RSSMiB, r.PeakRSSMiB, r.RegisteredMiB, r.HeapMiB, r.Goroutines, r.SetupSeconds, r.Errors)
 	}
 	if sc := connsScaling(rs); len(sc) > 0 {
-		fmt.Fprintln(w, "\naggregate ops/s at the most connections over the fewest, per path and run:")
+		fmt.Fprintln(w, "\naggregate ops/s at the most connections over the fewest, per path and run;")
+		fmt.Fprintln(w, "relay: the relay's CPU per op, most over fewest; clients: this process's")
+		fmt.Fprintln(w, "(clients and server); flat relay: the aggregate ratio a relay whose CPU per")
+		fmt.Fprintln(w, "op did not grow would reach with these clients, when the cases use every")
+		fmt.Fprintln(w, "core (both processes' CPU per op shares them):")
 		for _, s := range sc {
-			fmt.Fprintf(w, "  %-16s run %d: %d/%d conns %.2fx\n", s.path, s.run, s.most, s.fewest, s.ratio)
+			fmt.Fprintf(w, "  %-16s run %d: %d/%d conns %.2fx   relay %.2fx  clients %.2fx  flat relay %.2fx\n",
+				s.path, s.run, s.most, s.fewest, s.ratio, s.relayCost, s.clientCost, s.flatRelay)
 		}
 	}
 }
@@ -598,6 +603,15 @@ type connsScale struct {
 	run          int
 	fewest, most int
 	ratio        float64
+	// relayCost and clientCost: the relay's CPU per op and this
+	// process's (the clients and the server) at the most connections
+	// over the same at the fewest. flatRelay: the aggregate ratio if the
+	// relay's CPU per op had stayed what it was at the fewest, the
+	// clients' grown as measured, on cores both saturate: (relay +
+	// clients per op at the fewest) over (relay at the fewest + clients
+	// at the most). On a 2-core host the clients' own growth bounds what
+	// any relay can show here.
+	relayCost, clientCost, flatRelay float64
 }
 
 // connsScaling pairs, for every path (label and GOMAXPROCS) and run, the
@@ -634,7 +648,13 @@ func connsScaling(rs []connsResult) []connsScale {
 		if k.procs > 0 {
 			path += fmt.Sprintf(" procs %.0f", k.procs)
 		}
-		out = append(out, connsScale{path, k.run, l.Conns, h.Conns, h.OpsPerSec / l.OpsPerSec})
+		sc := connsScale{path: path, run: k.run, fewest: l.Conns, most: h.Conns, ratio: h.OpsPerSec / l.OpsPerSec}
+		if h.OpsPerSec > 0 && l.CPUPerOpUs > 0 && l.ClientCores > 0 {
+			cliLo, cliHi := l.ClientCores/l.OpsPerSec*1e6, h.ClientCores/h.OpsPerSec*1e6
+			sc.relayCost, sc.clientCost = h.CPUPerOpUs/l.CPUPerOpUs, cliHi/cliLo
+			sc.flatRelay = (l.CPUPerOpUs + cliLo) / (l.CPUPerOpUs + cliHi)
+		}
+		out = append(out, sc)
 	}
 	return out
 }

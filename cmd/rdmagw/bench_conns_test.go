@@ -108,9 +108,12 @@ func TestBenchConnsRelay(t *testing.T) {
 // run, whatever order the cases ran in.
 func TestConnsScaling(t *testing.T) {
 	rs := []connsResult{
-		{Path: "gateway", Conns: 16, Run: 1, GOMAXPROCS: 2, OpsPerSec: 100},
+		// 10 µs + 10 µs per op at 16; at 1000 the relay 20 µs and the
+		// clients 1.2 cores at 60 ops/s, 20 µs: a flat relay, 10 µs,
+		// would have reached 20/(10+20) of the fewest's aggregate.
+		{Path: "gateway", Conns: 16, Run: 1, GOMAXPROCS: 2, OpsPerSec: 100, CPUPerOpUs: 10, ClientCores: 100 * 10e-6},
 		{Path: "haproxy", Conns: 16, Run: 1, OpsPerSec: 200},
-		{Path: "gateway", Conns: 1000, Run: 1, GOMAXPROCS: 2, OpsPerSec: 60},
+		{Path: "gateway", Conns: 1000, Run: 1, GOMAXPROCS: 2, OpsPerSec: 60, CPUPerOpUs: 20, ClientCores: 60 * 20e-6},
 		{Path: "haproxy", Conns: 1000, Run: 1, OpsPerSec: 180},
 		{Path: "gateway", Conns: 1000, Run: 2, GOMAXPROCS: 2, OpsPerSec: 80},
 		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 2, OpsPerSec: 100},
@@ -118,9 +121,9 @@ func TestConnsScaling(t *testing.T) {
 	}
 	got := connsScaling(rs)
 	want := []connsScale{
-		{"this procs 2", 1, 16, 1000, 0.6},
-		{"haproxy", 1, 16, 1000, 0.9},
-		{"this procs 2", 2, 16, 1000, 0.8},
+		{path: "this procs 2", run: 1, fewest: 16, most: 1000, ratio: 0.6},
+		{path: "haproxy", run: 1, fewest: 16, most: 1000, ratio: 0.9},
+		{path: "this procs 2", run: 2, fewest: 16, most: 1000, ratio: 0.8},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%+v, want %+v", got, want)
@@ -130,6 +133,13 @@ func TestConnsScaling(t *testing.T) {
 		if g.path != w.path || g.run != w.run || g.fewest != w.fewest || g.most != w.most || g.ratio < w.ratio-1e-9 || g.ratio > w.ratio+1e-9 {
 			t.Errorf("%d: %+v, want %+v", i, g, w)
 		}
+	}
+	near := func(a, b float64) bool { return a > b-1e-9 && a < b+1e-9 }
+	if g := got[0]; !near(g.relayCost, 2) || !near(g.clientCost, 2) || !near(g.flatRelay, 20.0/30) {
+		t.Errorf("costs %+v, want relay 2x, clients 2x, flat relay %.3f", g, 20.0/30)
+	}
+	if g := got[1]; g.relayCost != 0 || g.flatRelay != 0 {
+		t.Errorf("costs without CPU figures: %+v, want none", g)
 	}
 }
 

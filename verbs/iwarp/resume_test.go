@@ -220,7 +220,7 @@ func FuzzReceiveStream(f *testing.F) {
 	put(h, tb[:tm.put(tb[:])])
 	f.Add(uint16(len(seed)-3), seed)
 	f.Fuzz(func(t *testing.T, cut uint16, stream []byte) {
-		cli, c, peer := dialRaw(t)
+		cli, c, peer := dialRawShared(t)
 		in := cli.mem(t, 4096, verbs.AccessLocalWrite)
 		for i := range 4 {
 			if err := c.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{

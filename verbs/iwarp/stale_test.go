@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,38 @@ func dialRawConfig(t *testing.T, cfg Config) (*side, verbs.Conn, *rawPeer) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	return dialRawOn(t, ln, cfg)
+}
+
+// rawShared is the listener dialRawShared reuses, one per process.
+var rawShared struct {
+	once sync.Once
+	ln   net.Listener
+	err  error
+	mu   sync.Mutex // one dial and its accept at a time
+}
+
+// dialRawShared is dialRaw on a listener kept for the whole process: a
+// fuzz target connecting once per input. The raw peer closes first, so
+// each connection leaves a TIME_WAIT on the listener's port for a
+// minute; a new listener per input took a new port each time and ran
+// the 28,000 ephemeral ports out after about a minute of fuzzing at
+// 500 inputs a second (bind: address already in use).
+func dialRawShared(t *testing.T) (*side, verbs.Conn, *rawPeer) {
+	t.Helper()
+	rawShared.once.Do(func() { rawShared.ln, rawShared.err = net.Listen("tcp", "127.0.0.1:0") })
+	if rawShared.err != nil {
+		t.Fatal(rawShared.err)
+	}
+	rawShared.mu.Lock()
+	defer rawShared.mu.Unlock()
+	return dialRawOn(t, rawShared.ln, Config{})
+}
+
+// dialRawOn connects the pure-Go provider with cfg to a raw peer
+// accepted on ln.
+func dialRawOn(t *testing.T, ln net.Listener, cfg Config) (*side, verbs.Conn, *rawPeer) {
+	t.Helper()
 	cli := newSide(t, New(cfg))
 	peerCh := make(chan *rawPeer, 1)
 	go func() { peerCh <- acceptRaw(t, ln) }()

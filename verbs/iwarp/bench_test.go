@@ -31,31 +31,39 @@ func benchRDMAWindow(b *testing.B, cfg Config, op verbs.Opcode, size, benchWindo
 	cli, srv := pair(b, cfg, "")
 	wrs := windowWRs(b, cli, srv, op, size, benchWindow)
 	wcs := make([]verbs.WC, benchWindow)
-	sgls := make([][]verbs.SGE, benchWindow)
-	for i := range wrs {
-		sgls[i] = wrs[i].SGL
-	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	runWindow(b, cli, wrs, wcs, b.N, nil)
+}
+
+// runWindow posts total of wrs (cycling through them, len(wrs) at most
+// outstanding) on cli and waits for their completions, each a success;
+// before, if set, is called with each one's number and request just
+// before it is posted.
+func runWindow(tb testing.TB, cli *side, wrs []verbs.SendWR, wcs []verbs.WC, total int, before func(int, *verbs.SendWR)) {
 	posted, completed := 0, 0
-	for completed < b.N {
-		for posted < b.N && posted-completed < benchWindow {
-			if err := cli.conn.PostSend(&wrs[posted%benchWindow]); err != nil {
-				b.Fatal(err)
+	for completed < total {
+		for posted < total && posted-completed < len(wrs) {
+			w := &wrs[posted%len(wrs)]
+			if before != nil {
+				before(posted, w)
+			}
+			if err := cli.conn.PostSend(w); err != nil {
+				tb.Fatal(err)
 			}
 			posted++
 		}
 		n := cli.scq.Poll(wcs)
 		if n == 0 {
-			if err := cli.scq.Wait(b.Context()); err != nil {
-				b.Fatal(err)
+			if err := cli.scq.Wait(tb.Context()); err != nil {
+				tb.Fatal(err)
 			}
 			continue
 		}
 		for _, wc := range wcs[:n] {
 			if wc.Status != verbs.StatusSuccess {
-				b.Fatalf("completion %+v", wc)
+				tb.Fatalf("completion %+v", wc)
 			}
 		}
 		completed += n

@@ -50,34 +50,12 @@ func TestSendQueueHoldsWhatIsInFlight(t *testing.T) {
 			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
 	}
 	c := cli.conn.(*conn)
-	wcs := make([]verbs.WC, window)
 	const total = 3 * depth
-	posted, completed := 0, 0
-	for completed < total {
-		for posted < total && posted-completed < window {
-			w := &wrs[posted%window]
-			for j := range w.SGL[0].Buf {
-				w.SGL[0].Buf[j] = byte(posted + j)
-			}
-			if err := cli.conn.PostSend(w); err != nil {
-				t.Fatal(err)
-			}
-			posted++
+	runWindow(t, cli, wrs, make([]verbs.WC, window), total, func(posted int, w *verbs.SendWR) {
+		for j := range w.SGL[0].Buf {
+			w.SGL[0].Buf[j] = byte(posted + j)
 		}
-		n := cli.scq.Poll(wcs)
-		if n == 0 {
-			if err := cli.scq.Wait(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		for _, wc := range wcs[:n] {
-			if wc.Status != verbs.StatusSuccess {
-				t.Fatalf("completion %+v", wc)
-			}
-		}
-		completed += n
-	}
+	})
 	// The last window's bytes landed where they were sent.
 	if !bytes.Equal(remote.Bytes()[:size*window], local.Bytes()[:size*window]) {
 		t.Fatal("written bytes differ from the source")

@@ -74,8 +74,10 @@ func TestSendQueueHoldsWhatIsInFlight(t *testing.T) {
 // (sqReleased) behind or ahead of their retirement: entries of live
 // sequence numbers keep what was posted into them while chunks are
 // detached and attached elsewhere, also when the tail wraps into a chunk
-// not yet recycled, no chunk serves two places, and once the load is
-// shallow again the chunks made stay what they were.
+// not yet recycled; retired entries tx still holds keep theirs too (the
+// ownership rule in qp.go, which -race alone would otherwise guard); no
+// chunk serves two places; and once the load is shallow again the chunks
+// made stay what they were.
 func TestSendQueueChunksUnderRandomLoad(t *testing.T) {
 	for _, depth := range []uint64{7, 16, 40, 560} {
 		c := &conn{sqDepth: depth, sq: make([]*sqChunk, (depth+sqChunkLen-1)/sqChunkLen)}
@@ -105,6 +107,16 @@ func TestSendQueueChunksUnderRandomLoad(t *testing.T) {
 				if e.id != s || len(e.sgl) != 1+int(s%3) || e.sgl[0].LKey != uint32(s) {
 					t.Fatalf("depth %d step %d: entry %d holds id %d (%d SGEs); head %d tail %d",
 						depth, step, s, e.id, len(e.sgl), c.sqHead, c.sqTail)
+				}
+			}
+			// Retired entries tx has not let go of (it may still read its
+			// round without c.mu) keep their place and their request,
+			// unless a post has wrapped into their slot since.
+			for s := max(c.sqReleased, c.sqTail-min(c.sqTail, depth)); s < c.sqHead; s++ {
+				i := s % depth
+				if ch := c.sq[i/sqChunkLen]; ch == nil || ch.e[i%sqChunkLen].id != s {
+					t.Fatalf("depth %d step %d: entry %d, retired but not released by tx (released below %d), lost its chunk or its request",
+						depth, step, s, c.sqReleased)
 				}
 			}
 			// tx lets go of the entries it wrote, at its own pace.

@@ -93,10 +93,17 @@ func (x *reqCtxt) expose(b []byte, remote verbs.Access) (Segment, error) {
 		access |= verbs.AccessLocalWrite
 	}
 	c := x.conn
-	c.pdRefs.Add(1)
+	if !c.holdPD() {
+		return Segment{}, fmt.Errorf("%w: register %d bytes for xid 0x%08x: its protection domain is closed", ErrConnClosed, len(b), x.hdr.XID)
+	}
 	mr, err := c.pd.Register(b, access)
 	if err != nil {
 		c.putPD()
+		if errors.Is(err, verbs.ErrClosed) {
+			// The connection was released under the call: a caller
+			// that re-sends calls on a new connection does so.
+			err = fmt.Errorf("%w: %w", ErrConnClosed, err)
+		}
 		return Segment{}, fmt.Errorf("rdmarpc: register %d bytes for xid 0x%08x: %w", len(b), x.hdr.XID, err)
 	}
 	x.regMu.Lock()
@@ -246,6 +253,26 @@ func (c *RequesterConn) ownPD(dev verbs.Device) error {
 	c.pd, c.dom = pd, dom
 	c.pdRefs.Store(1) // the connection's; each registration adds one
 	return nil
+}
+
+// holdPD takes a reference to the connection's own PD for a
+// registration; false once the last one is gone and the PD closed (the
+// connection was released while a call was on its way: a registration
+// then must neither use the PD nor close it a second time). With an own
+// pool (dom nil) there is nothing to count.
+func (c *RequesterConn) holdPD() bool {
+	if c.dom == nil {
+		return true
+	}
+	for {
+		n := c.pdRefs.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.pdRefs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // putPD drops a reference to the connection's own PD; the last (the

@@ -100,3 +100,35 @@ func TestRequesterRevokeFailureClosesConnection(t *testing.T) {
 	}
 	fail.Store(false)
 }
+
+// A call that reaches its registration after the connection was released
+// (the reverse gateway's link cut under a READ, whose Write chunk was
+// still to be registered) fails with ErrConnClosed, which the link
+// answers by sending the call again on the next connection; and it
+// neither registers on the closed PD nor closes it a second time. (It
+// failed with a bare "verbs: closed" before, and the client got
+// SYSTEM_ERR: modetest's TestReverseChainBackendHungAndCut, once in CI.)
+func TestRequesterRegisterAfterReleaseIsConnClosed(t *testing.T) {
+	p := newEnginePair(t, pairOpts{})
+	c := p.req
+	if c.dom == nil {
+		t.Fatal("the requester shares the pool, so it should own its PD")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.pdRefs.Load(); n != 0 {
+		t.Fatalf("PD references after Close: %d, want 0 (closed)", n)
+	}
+	x := &reqCtxt{conn: c}
+	x.hdr.XID = 0x1234
+	for _, acc := range []verbs.Access{verbs.AccessRemoteWrite, verbs.AccessRemoteRead} {
+		_, err := x.expose(make([]byte, 4096), acc)
+		if !errors.Is(err, ErrConnClosed) {
+			t.Fatalf("registering after release: %v, want ErrConnClosed", err)
+		}
+	}
+	if n := c.pdRefs.Load(); n != 0 {
+		t.Fatalf("PD references after the failed registrations: %d, want 0", n)
+	}
+}

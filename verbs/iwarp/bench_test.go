@@ -243,47 +243,37 @@ func BenchmarkSendPingPongCoT(b *testing.B) {
 func benchPingPong(b *testing.B, cfg Config) {
 	const size = 200
 	cli, srv := pair(b, cfg, "")
-	cm, sm := cli.mem(b, 2*size, allAccess), srv.mem(b, 2*size, allAccess)
-	// Each side's work requests are made once: the benchmark's own
-	// allocations would hide the provider's (0 per op).
-	type wrs struct {
+	// Each end's work requests and completion array are made once: the
+	// benchmark's own allocations would hide the provider's (0 per op).
+	type end struct {
+		s    *side
 		recv verbs.RecvWR
 		send verbs.SendWR
+		wcs  [4]verbs.WC
 	}
-	mk := func(m verbs.MR) *wrs {
-		return &wrs{
+	mk := func(s *side) *end {
+		m := s.mem(b, 2*size, allAccess)
+		return &end{s: s,
 			recv: verbs.RecvWR{ID: 1, SGL: []verbs.SGE{{Buf: m.Bytes()[size:], LKey: m.LKey()}}},
 			send: verbs.SendWR{ID: 2, Op: verbs.OpSend, Signal: true, SGL: []verbs.SGE{{Buf: m.Bytes()[:size], LKey: m.LKey()}}},
 		}
 	}
-	cw, sw := mk(cm), mk(sm)
-	post := func(s *side) {
-		w := cw
-		if s == srv {
-			w = sw
-		}
-		if err := s.conn.PostRecv(&w.recv); err != nil {
+	ce, se := mk(cli), mk(srv)
+	post := func(e *end) {
+		if err := e.s.conn.PostRecv(&e.recv); err != nil {
 			b.Fatal(err)
 		}
 	}
-	send := func(s *side) {
-		w := cw
-		if s == srv {
-			w = sw
-		}
-		if err := s.conn.PostSend(&w.send); err != nil {
+	send := func(e *end) {
+		if err := e.s.conn.PostSend(&e.send); err != nil {
 			b.Fatal(err)
 		}
 	}
-	// recv waits for s's Recv completion, taking Send completions on the way.
-	cwcs, swcs := make([]verbs.WC, 4), make([]verbs.WC, 4)
-	recv := func(s *side) bool {
-		wcs := cwcs
-		if s == srv {
-			wcs = swcs
-		}
+	// recv waits for e's Recv completion, taking Send completions on the way.
+	recv := func(e *end) bool {
+		s, wcs := e.s, e.wcs[:]
 		for {
-			n := s.rcq.Poll(wcs[:])
+			n := s.rcq.Poll(wcs)
 			if s.scq != s.rcq {
 				n += s.scq.Poll(wcs[n:])
 			}
@@ -302,22 +292,22 @@ func benchPingPong(b *testing.B, cfg Config) {
 			}
 		}
 	}
-	post(cli)
-	post(srv)
+	post(ce)
+	post(se)
 	go func() {
-		for recv(srv) {
-			post(srv)
-			send(srv)
+		for recv(se) {
+			post(se)
+			send(se)
 		}
 	}()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		send(cli)
-		if !recv(cli) {
+		send(ce)
+		if !recv(ce) {
 			b.Fatal("client receive failed")
 		}
-		post(cli)
+		post(ce)
 	}
 }
 

@@ -298,6 +298,7 @@ func DefaultConfig() Config {
 		Log:         LogConfig{Level: "info", Format: "text"},
 
 		Shutdown: ShutdownConfig{DrainTimeout: DefaultDrainTimeout},
+		Runtime:  RuntimeConfig{Procs: ProcsAuto},
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/rdmagw/rdmagw/verbs"
 	"github.com/rdmagw/rdmagw/verbs/iwarp"
 )
@@ -183,8 +185,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"pprof without metrics", "metrics:\n  listen: \"\"\n  pprof: true\n", "metrics.pprof", "metrics.listen"},
 		{"log level", "log:\n  level: loud\n", "log.level", "trace, debug"},
 		{"log format", "log:\n  format: xml\n", "log.format", `"text" or "json"`},
-		{"runtime procs negative", "runtime:\n  procs: -1\n", "runtime.procs", "between 0 (Go's default) and 1024"},
-		{"runtime procs huge", "runtime:\n  procs: 1025\n", "runtime.procs", "between 0"},
+		{"runtime procs negative", "runtime:\n  procs: -1\n", "", `procs must be auto or a number of threads, 0 for Go's default (got "-1")`},
+		{"runtime procs huge", "runtime:\n  procs: 1025\n", "runtime.procs", "must be auto, 0 (Go's default) or a thread count up to 1024 (got 1025)"},
+		{"runtime procs word", "runtime:\n  procs: many\n", "", "procs must be auto or a number of threads"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,6 +216,41 @@ func TestParseConfigReportsAllErrors(t *testing.T) {
 	_, err := ParseConfig([]byte("listen:\n  port: -1\nbackend:\n  port: 0\n"))
 	if err == nil || !strings.Contains(err.Error(), "listen.port") || !strings.Contains(err.Error(), "backend.port") {
 		t.Fatalf("err = %v; want both ports named", err)
+	}
+}
+
+// runtime.procs takes auto, 0 (Go's default) or a thread count, and
+// writes auto back as the word.
+func TestParseConfigRuntimeProcs(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want Procs
+	}{
+		{"runtime:\n  procs: auto\n", ProcsAuto},
+		{"runtime:\n  procs: 0\n", 0},
+		{"runtime:\n  procs: 3\n", 3},
+	} {
+		cfg, err := ParseConfig([]byte(c.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		if cfg.Runtime.Procs != c.want {
+			t.Errorf("%q: procs %v, want %v", c.yaml, cfg.Runtime.Procs, c.want)
+		}
+	}
+	out, err := yaml.Marshal(RuntimeConfig{Procs: ProcsAuto})
+	if err != nil || string(out) != "procs: auto\n" {
+		t.Errorf("marshalled %q, %v", out, err)
+	}
+	for in, want := range map[string]Procs{"auto": ProcsAuto, " 2 ": 2, "0": 0} {
+		if got, err := ParseProcs(in); err != nil || got != want {
+			t.Errorf("ParseProcs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"-1", "1025", "x", ""} {
+		if _, err := ParseProcs(bad); err == nil {
+			t.Errorf("ParseProcs(%q) accepted", bad)
+		}
 	}
 }
 

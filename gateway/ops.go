@@ -372,6 +372,7 @@ type opsMetrics struct {
 	draining       prometheus.Gauge
 	drainAbandoned prometheus.Counter
 	reloads        *prometheus.CounterVec
+	procsChanges   *prometheus.CounterVec
 }
 
 func newOpsMetrics(f factory) *opsMetrics {
@@ -381,7 +382,16 @@ func newOpsMetrics(f factory) *opsMetrics {
 			"Calls still unanswered when a drain reached shutdown.drain_timeout; their clients were disconnected and retransmit after reconnecting."),
 		reloads: f.counterVec(metricname.ConfigReloadsTotal,
 			"Configuration reloads (SIGHUP, systemctl reload), by result (applied; rejected: the file was invalid and nothing changed).", "result"),
+		procsChanges: f.counterVec(metricname.RuntimeProcsChangesTotal,
+			"Changes of the OS threads running Go code (GOMAXPROCS, go_sched_gomaxprocs_threads) under runtime.procs: auto, by reason (busy: up, the threads were three-quarters busy; waiting: up, goroutines waited a millisecond or more for a thread; idle: down by one, the load fitted one thread fewer).", "reason"),
 	}
+}
+
+// ProcsChanged counts a change of runtime.procs: auto and logs it (at
+// debug: a load that comes and goes changes it every few seconds).
+func (m *Metrics) ProcsChanged(log hclog.Logger, from, to int, reason string, cpuCores, waiting float64) {
+	m.ops.procsChanges.WithLabelValues(reason).Inc()
+	log.Debug("CPU policy: threads changed", "from", from, "to", to, "reason", reason, "cpu_cores", cpuCores, "waiting", waiting)
 }
 
 // LogDrain logs how a drain ended.

@@ -42,26 +42,26 @@ type benchOptions struct {
 	direct      bool
 	metrics     string
 
-	relay          string        // "haproxy": the direct path goes through a TCP relay started here
-	spawnGateway   bool          // run the gateway as its own process (rdmagw serve)
-	gatewayProcs   []int         // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
-	gatewayPID     int           // the gateway's process, for CPU per op
-	backendPID     int           // the backend server's process, for its CPU per op
-	gatewayMetrics string        // the gateway's metrics.listen, for -cpuprofile
-	burn           int           // CPU burner processes beside the run
-	crc            bool          // MPA CRCs asked for on the RDMA side (client, spawned gateways)
-	clientCompl    string        // -client-completion: the bench client's Send completion (rdma.send_completion's values)
-	gatewayCompl   string        // -send-completion: the spawned gateways' rdma.send_completion ("": their default)
-	gatewayCuts    []string      // -cut-through: one spawned gateway per rdma.cut_through value (nil: one, its default)
-	gatewayBins    []string      // -gateway-bin: one spawned gateway per program (nil: one, this program)
-	syscalls       string        // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
-	cpuprofile     string        // where the gateway's CPU profile goes
-	trace          string        // where the gateway's runtime trace goes
-	profileOp      string        // the workload profiled
-	profileDepth   int           // at this many in flight
-	anchors        []benchAnchor // -anchors: Go TCP relays measured beside haproxy
-	rounds         int           // -rounds: each workload this many times on every path, alternated
-	inline         int           // -inline: the RDMA side's inline threshold (0: defaults)
+	relay          string          // "haproxy": the direct path goes through a TCP relay started here
+	spawnGateway   bool            // run the gateway as its own process (rdmagw serve)
+	gatewayProcs   []gateway.Procs // with spawnGateway: one gateway per runtime.procs value (nil: one, its default)
+	gatewayPID     int             // the gateway's process, for CPU per op
+	backendPID     int             // the backend server's process, for its CPU per op
+	gatewayMetrics string          // the gateway's metrics.listen, for -cpuprofile
+	burn           int             // CPU burner processes beside the run
+	crc            bool            // MPA CRCs asked for on the RDMA side (client, spawned gateways)
+	clientCompl    string          // -client-completion: the bench client's Send completion (rdma.send_completion's values)
+	gatewayCompl   string          // -send-completion: the spawned gateways' rdma.send_completion ("": their default)
+	gatewayCuts    []string        // -cut-through: one spawned gateway per rdma.cut_through value (nil: one, its default)
+	gatewayBins    []string        // -gateway-bin: one spawned gateway per program (nil: one, this program)
+	syscalls       string          // how system calls are counted: "io" (/proc/<pid>/io) or "perf" (all of them)
+	cpuprofile     string          // where the gateway's CPU profile goes
+	trace          string          // where the gateway's runtime trace goes
+	profileOp      string          // the workload profiled
+	profileDepth   int             // at this many in flight
+	anchors        []benchAnchor   // -anchors: Go TCP relays measured beside haproxy
+	rounds         int             // -rounds: each workload this many times on every path, alternated
+	inline         int             // -inline: the RDMA side's inline threshold (0: defaults)
 }
 
 // benchFlagText holds the flags that parseBenchFlags converts after
@@ -119,7 +119,7 @@ func (o *benchOptions) flags(fs *flag.FlagSet) benchFlagText {
 	fs.StringVar(&o.metrics, "metrics", "", "with -embedded: where the gateway serves /metrics")
 	fs.StringVar(&o.relay, "relay", "", "haproxy: the direct path goes through haproxy in TCP mode, started here in front of -backend")
 	fs.BoolVar(&o.spawnGateway, "spawn-gateway", false, "start the gateway as its own process (rdmagw serve, pure-Go provider, loopback) in front of -backend")
-	text.procs = fs.String("gateway-procs", "", "with -spawn-gateway: the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list (1,2) starts one gateway for each and runs every workload through each in turn")
+	text.procs = fs.String("gateway-procs", "", "with -spawn-gateway: the gateway's runtime.procs (GOMAXPROCS: auto follows the load, 0 is Go's default); a list (1,2,auto) starts one gateway for each and runs every workload through each in turn")
 	fs.IntVar(&o.gatewayPID, "gateway-pid", 0, "the process of the -gateway, to report its CPU per op")
 	fs.IntVar(&o.backendPID, "backend-pid", 0, "the process of the -backend server, to report its CPU per op on every path (with the bench client's own: what all three cost per op, which bounds throughput when they share the cores)")
 	fs.StringVar(&o.gatewayMetrics, "gateway-metrics", "", "the -gateway's metrics.listen (host:port, with metrics.pprof on), for -cpuprofile")
@@ -264,20 +264,24 @@ func parseConcurrency(s string) ([]int, error) {
 	})
 }
 
-// parseProcsList reads "1,2": runtime.procs values, each 0 (Go's
-// default) to gateway.MaxRuntimeProcs; "" is none.
-func parseProcsList(s string) ([]int, error) {
+// parseProcsList reads "1,2,auto": runtime.procs values, each auto or
+// 0 (Go's default) to gateway.MaxRuntimeProcs; "" is none.
+func parseProcsList(s string) ([]gateway.Procs, error) {
 	if s == "" {
 		return nil, nil
 	}
-	return parseList(s, func(f string) (int, error) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || n > gateway.MaxRuntimeProcs {
-			return 0, fmt.Errorf("%q: want whole numbers from 0 (Go's default) to %d, separated by commas", s, gateway.MaxRuntimeProcs)
+	return parseList(s, func(f string) (gateway.Procs, error) {
+		n, err := gateway.ParseProcs(f)
+		if err != nil {
+			return 0, fmt.Errorf("%q: want auto or whole numbers from 0 (Go's default) to %d, separated by commas", s, gateway.MaxRuntimeProcs)
 		}
 		return n, nil
 	})
 }
+
+// procsUnset is a gateway whose runtime.procs the bench leaves at the
+// gateway's default.
+const procsUnset gateway.Procs = -2
 
 // parseCutList parses -cut-through: sizes separated by commas.
 func parseCutList(s string) ([]string, error) {
@@ -314,8 +318,8 @@ func parseBinList(s string) ([]string, error) {
 
 // runtimeProcsConfig is the runtime section a spawned gateway gets for
 // -gateway-procs.
-func runtimeProcsConfig(procs int) string {
-	return fmt.Sprintf("runtime:\n  procs: %d\n", procs)
+func runtimeProcsConfig(procs gateway.Procs) string {
+	return fmt.Sprintf("runtime:\n  procs: %s\n", procs)
 }
 
 func bench(args []string, stdout, stderr io.Writer) int {
@@ -359,7 +363,7 @@ type benchInfo struct {
 type benchGateway struct {
 	Path  string `json:"path"`
 	PID   int    `json:"pid"`
-	Procs int    `json:"procs"` // its runtime.procs (0: Go's default)
+	Procs int    `json:"procs"` // its runtime.procs (0: Go's default, -1: auto)
 	// CutThrough is its rdma.cut_through as given to -cut-through ("":
 	// the default).
 	CutThrough string `json:"cut_through,omitempty"`
@@ -638,7 +642,7 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 		bins = []string{""}
 	}
 	if procs == nil {
-		procs = []int{-1}
+		procs = []gateway.Procs{procsUnset}
 	}
 	if cuts == nil {
 		cuts = []string{""}
@@ -647,7 +651,7 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 		for _, n := range procs {
 			for _, cut := range cuts {
 				extra, path := "", "gateway"
-				if n >= 0 {
+				if n != procsUnset {
 					extra = runtimeProcsConfig(n)
 				}
 				extra += o.gatewayRDMAConfig(cut)
@@ -655,12 +659,15 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 					path += "-" + filepath.Base(bin)
 				}
 				if len(procs) > 1 {
-					path += fmt.Sprintf("-p%d", n)
+					path += "-p" + n.String()
 				}
 				if len(cuts) > 1 {
 					path += "-ct" + cut
 				}
-				g := benchGateway{Path: path, Procs: max(n, 0), CutThrough: cut, Bin: bin}
+				g := benchGateway{Path: path, Procs: int(max(n, 0)), CutThrough: cut, Bin: bin}
+				if n == gateway.ProcsAuto {
+					g.Procs = int(n)
+				}
 				if err := st.spawnGateway(o, &g, extra); err != nil {
 					return err
 				}

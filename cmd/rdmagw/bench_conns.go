@@ -51,12 +51,12 @@ type connsOptions struct {
 	credits  int
 	repeat   int
 	json     bool
-	profile  string   // directory for the gateway's CPU and heap profiles
-	bins     []string // the gateway programs compared ("": this one)
-	procs    []int    // the gateways' runtime.procs compared (nil: not set)
-	crc      bool     // MPA CRCs asked for (clients and gateway)
-	compl    string   // -client-completion: the clients' Send completion (rdma.send_completion's values)
-	relay    string   // "haproxy": each count also through haproxy, TCP clients
+	profile  string          // directory for the gateway's CPU and heap profiles
+	bins     []string        // the gateway programs compared ("": this one)
+	procs    []gateway.Procs // the gateways' runtime.procs compared (nil: not set)
+	crc      bool            // MPA CRCs asked for (clients and gateway)
+	compl    string          // -client-completion: the clients' Send completion (rdma.send_completion's values)
+	relay    string          // "haproxy": each count also through haproxy, TCP clients
 }
 
 func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
@@ -73,7 +73,7 @@ func parseConnsFlags(args []string, stderr io.Writer) (*connsOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout (progress goes to stderr)")
 	fs.StringVar(&o.profile, "profile", "", "write the gateway's CPU profile of the load and heap profile after it to this directory (cpu-N-R.prof, heap-N-R.prof)")
 	bins := fs.String("gateway-bin", "", "the rdmagw programs run as the gateway, a list alternates them within each run (default: this one), e.g. old,new")
-	procs := fs.String("gateway-procs", "", "the gateway's runtime.procs (GOMAXPROCS, 0: Go's default); a list alternates them within each run, e.g. 1,2")
+	procs := fs.String("gateway-procs", "", "the gateway's runtime.procs (GOMAXPROCS: auto follows the load, 0 is Go's default); a list alternates them within each run, e.g. 1,2,auto")
 	fs.BoolVar(&o.crc, "crc", true, "ask for MPA CRCs; false: the clients ask for none and the gateway runs with rdma.mpa_crc: false, so the connections carry none")
 	clientCompletionFlag(fs, &o.compl)
 	fs.StringVar(&o.relay, "relay", "", "haproxy: also run every connection count as NFSv3/TCP clients through haproxy in TCP mode in front of the same server (the anchor: its ops/s at N connections over its ops/s at the fewest)")
@@ -112,7 +112,7 @@ type connsResult struct {
 	Active        int     `json:"active"` // connections loaded (-active; the rest idle)
 	Run           int     `json:"run"`
 	Gateway       string  `json:"gateway_bin,omitempty"`
-	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default)
+	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default, -1: auto)
 	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"` // in force, from its go_sched_gomaxprocs_threads
 	SetupSeconds  float64 `json:"setup_seconds"`      // connecting all clients
 	Ops           int64   `json:"ops"`
@@ -164,7 +164,7 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 			for _, c := range o.cases() {
 				r, err := runConnsCase(o, dir, memAddr, n, run, c)
 				if err != nil {
-					return results, fmt.Errorf("%d connections (run %d, %s, procs %d): %w", n, run, c.bin, c.procs, err)
+					return results, fmt.Errorf("%d connections (run %d, %s, procs %s): %w", n, run, c.bin, c.procs, err)
 				}
 				fmt.Fprintf(progress, "  %d conns run %d %s procs %.0f: %.0f ops/s, gateway %.0f µs/op, RSS %.1f MiB, registered %.1f MiB, setup %.1fs\n",
 					n, run, c.bin, r.GOMAXPROCS, r.OpsPerSec, r.CPUPerOpUs, r.RSSMiB, r.RegisteredMiB, r.SetupSeconds)
@@ -185,10 +185,10 @@ func runConns(o *connsOptions, progress io.Writer) ([]connsResult, error) {
 }
 
 // connsGateway is one gateway compared: its program ("": this one) and
-// runtime.procs (-1: not set).
+// runtime.procs (procsUnset: not set).
 type connsGateway struct {
 	bin   string
-	procs int
+	procs gateway.Procs
 }
 
 // cases are the gateways compared at each connection count, in the
@@ -196,7 +196,7 @@ type connsGateway struct {
 func (o *connsOptions) cases() []connsGateway {
 	procs := o.procs
 	if procs == nil {
-		procs = []int{-1}
+		procs = []gateway.Procs{procsUnset}
 	}
 	var out []connsGateway
 	for _, bin := range o.bins {
@@ -223,13 +223,16 @@ connections:
 // clients to it, loads them and measures the gateway.
 func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGateway) (connsResult, error) {
 	bin := gw.bin
-	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin, Procs: max(gw.procs, 0)}
+	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin, Procs: int(max(gw.procs, 0))}
+	if gw.procs == gateway.ProcsAuto {
+		r.Procs = int(gw.procs)
+	}
 	if bin != "" {
 		benchExecutable = func() (string, error) { return bin, nil }
 		defer func() { benchExecutable = os.Executable }()
 	}
 	extra := fmt.Sprintf(connsGatewayConfig, o.credits, o.srqDepth, o.crc, n+16)
-	if gw.procs >= 0 {
+	if gw.procs != procsUnset {
 		extra += runtimeProcsConfig(gw.procs)
 	}
 	p, addr, metrics, err := startGatewayProcess(dir, memAddr, extra)
@@ -314,8 +317,8 @@ func profSuffix(gw connsGateway) string {
 	if gw.bin != "" {
 		s = "-" + filepath.Base(gw.bin)
 	}
-	if gw.procs >= 0 {
-		s += fmt.Sprintf("-p%d", gw.procs)
+	if gw.procs != procsUnset {
+		s += "-p" + gw.procs.String()
 	}
 	return s
 }
@@ -596,6 +599,19 @@ func (r connsResult) label() string {
 	return filepath.Base(r.Gateway)
 }
 
+// threads names the gateway's threads for the scaling lines: auto
+// (GOMAXPROCS follows the load, so it may differ between the two counts
+// of connections), else the GOMAXPROCS in force ("" if not known).
+func (r connsResult) threads() string {
+	switch {
+	case gateway.Procs(r.Procs) == gateway.ProcsAuto:
+		return "auto"
+	case r.GOMAXPROCS > 0:
+		return strconv.FormatFloat(r.GOMAXPROCS, 'f', 0, 64)
+	}
+	return ""
+}
+
 // connsScale is one path's aggregate at its most connections over its
 // aggregate at its fewest, in one run.
 type connsScale struct {
@@ -614,18 +630,19 @@ type connsScale struct {
 	relayCost, clientCost, flatRelay float64
 }
 
-// connsScaling pairs, for every path (label and GOMAXPROCS) and run, the
-// case with the fewest connections and the one with the most.
+// connsScaling pairs, for every path (label and threads: auto, or the
+// GOMAXPROCS in force) and run, the case with the fewest connections and
+// the one with the most.
 func connsScaling(rs []connsResult) []connsScale {
 	type key struct {
 		path  string
-		procs float64
+		procs string
 		run   int
 	}
 	lo, hi := map[key]connsResult{}, map[key]connsResult{}
 	var order []key
 	for _, r := range rs {
-		k := key{r.label(), r.GOMAXPROCS, r.Run}
+		k := key{r.label(), r.threads(), r.Run}
 		if l, ok := lo[k]; !ok {
 			order = append(order, k)
 			lo[k], hi[k] = r, r
@@ -645,8 +662,8 @@ func connsScaling(rs []connsResult) []connsScale {
 			continue
 		}
 		path := k.path
-		if k.procs > 0 {
-			path += fmt.Sprintf(" procs %.0f", k.procs)
+		if k.procs != "" {
+			path += " procs " + k.procs
 		}
 		sc := connsScale{path: path, run: k.run, fewest: l.Conns, most: h.Conns, ratio: h.OpsPerSec / l.OpsPerSec}
 		if h.OpsPerSec > 0 && l.CPUPerOpUs > 0 && l.ClientCores > 0 {

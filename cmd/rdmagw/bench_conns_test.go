@@ -118,12 +118,16 @@ func TestConnsScaling(t *testing.T) {
 		{Path: "gateway", Conns: 1000, Run: 2, GOMAXPROCS: 2, OpsPerSec: 80},
 		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 2, OpsPerSec: 100},
 		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 1, OpsPerSec: 50}, // no pair
+		// runtime.procs auto: one thread at 16, two at 1000, one path.
+		{Path: "gateway", Conns: 16, Run: 2, Procs: -1, GOMAXPROCS: 1, OpsPerSec: 100},
+		{Path: "gateway", Conns: 1000, Run: 2, Procs: -1, GOMAXPROCS: 2, OpsPerSec: 90},
 	}
 	got := connsScaling(rs)
 	want := []connsScale{
 		{path: "this procs 2", run: 1, fewest: 16, most: 1000, ratio: 0.6},
 		{path: "haproxy", run: 1, fewest: 16, most: 1000, ratio: 0.9},
 		{path: "this procs 2", run: 2, fewest: 16, most: 1000, ratio: 0.8},
+		{path: "this procs auto", run: 2, fewest: 16, most: 1000, ratio: 0.9},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%+v, want %+v", got, want)
@@ -154,11 +158,11 @@ func TestConnsFlags(t *testing.T) {
 	if err != nil || len(o.conns) != 2 || len(o.bins) != 2 || o.procs != nil {
 		t.Fatalf("%+v, %v", o, err)
 	}
-	o, err = parseConnsFlags([]string{"-gateway-bin", "a,b", "-gateway-procs", "1,0"}, &errs)
+	o, err = parseConnsFlags([]string{"-gateway-bin", "a,b", "-gateway-procs", "1,0,auto"}, &errs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []connsGateway{{"a", 1}, {"a", 0}, {"b", 1}, {"b", 0}}
+	want := []connsGateway{{"a", 1}, {"a", 0}, {"a", gateway.ProcsAuto}, {"b", 1}, {"b", 0}, {"b", gateway.ProcsAuto}}
 	if got := o.cases(); !slices.Equal(got, want) {
 		t.Errorf("cases %v, want %v", got, want)
 	}

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rdmagw/rdmagw/gateway"
 )
 
 // benchRatio compares the gateway (or an -anchors relay) with the other
@@ -184,7 +186,7 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 		if g.Bin != "" {
 			ct += ", program " + g.Bin
 		}
-		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %d%s\n", g.Path, g.PID, g.Procs, ct)
+		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %s%s\n", g.Path, g.PID, gateway.Procs(g.Procs), ct)
 	}
 	if info.Gateways == nil && info.GatewayPID != 0 {
 		fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)

@@ -16,6 +16,7 @@ import (
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/forward"
 	"github.com/rdmagw/rdmagw/gateway/reverse"
+	"github.com/rdmagw/rdmagw/internal/autoprocs"
 	"github.com/rdmagw/rdmagw/internal/sdnotify"
 	"github.com/rdmagw/rdmagw/internal/version"
 	// The pure-Go provider is always linked; ibverbs comes with the
@@ -57,7 +58,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log := gateway.NewLogger(cfg.Log, stderr)
 	log.Info("starting", "version", version.String(), "config", *path, "mode", cfg.Mode)
-	applyRuntime(cfg.Runtime, log)
+	autoMax := applyRuntime(cfg.Runtime, log)
 	sd, err := sdnotify.FromEnv()
 	if err != nil {
 		log.Warn("systemd notification socket unusable; not notifying", "error", err)
@@ -73,20 +74,40 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		sd.Status("cannot start: " + err.Error())
 		return 1
 	}
-	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1)}
+	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1), autoMax: autoMax}
 	return d.run(cfg)
 }
 
 // applyRuntime puts runtime.procs in force (GOMAXPROCS; 0 keeps Go's
 // default) and logs what runs; the value in force is exported as
-// go_sched_gomaxprocs_threads.
-func applyRuntime(rc gateway.RuntimeConfig, log hclog.Logger) {
-	source := "go default"
-	if rc.Procs > 0 {
-		runtime.GOMAXPROCS(rc.Procs)
-		source = "runtime.procs"
+// go_sched_gomaxprocs_threads. For auto it returns the most threads the
+// controller may set (Go's default: the CPUs the process may use), which
+// the daemon starts it with (runProcs); otherwise 0.
+func applyRuntime(rc gateway.RuntimeConfig, log hclog.Logger) int {
+	switch {
+	case rc.Procs == gateway.ProcsAuto:
+		max := runtime.GOMAXPROCS(0)
+		log.Info("CPU policy", "procs", "auto", "max", max, "cpus", runtime.NumCPU())
+		return max
+	case rc.Procs > 0:
+		runtime.GOMAXPROCS(int(rc.Procs))
+		log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", "runtime.procs", "cpus", runtime.NumCPU())
+	default:
+		log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", "go default", "cpus", runtime.NumCPU())
 	}
-	log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", source, "cpus", runtime.NumCPU())
+	return 0
+}
+
+// runProcs sizes GOMAXPROCS to the load (runtime.procs: auto) until ctx
+// ends: internal/autoprocs, counted and logged by the gateway's metrics.
+func (d *daemon) runProcs(ctx context.Context) {
+	met := d.gw.Metrics()
+	autoprocs.New(autoprocs.Config{
+		Policy: autoprocs.DefaultPolicy(d.autoMax),
+		OnChange: func(from, to int, why autoprocs.Why, s autoprocs.Sample) {
+			met.ProcsChanged(d.log, from, to, why.String(), s.CPU, s.Waiting)
+		},
+	}).Run(ctx)
 }
 
 // gatewayRunner is what serve runs: a forward or a reverse gateway.
@@ -120,6 +141,7 @@ type daemon struct {
 	sd       *sdnotify.Notifier // nil outside systemd
 	sigs     chan os.Signal
 	drainReq chan struct{} // `rdmagw drain` on the admin socket
+	autoMax  int           // runtime.procs: auto, up to this many threads (0: not auto)
 }
 
 // statusEvery is how often the STATUS= line is refreshed.
@@ -173,6 +195,12 @@ func (d *daemon) run(cfg *gateway.Config) int {
 	}
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
+	if d.autoMax > 0 {
+		procsDone := make(chan struct{})
+		go func() { d.runProcs(bg); close(procsDone) }()
+		// Runs after stopBG: serve returns with the GOMAXPROCS it found.
+		defer func() { stopBG(); <-procsDone }()
+	}
 	d.ready(bg)
 	return d.loop(serveDone, stopBG)
 }

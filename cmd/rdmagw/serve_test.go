@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,4 +249,36 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// runtime.procs: auto sizes GOMAXPROCS to the load: an idle gateway
+// drops to one thread after two seconds, the change is counted by
+// reason on /metrics with the thread count in force, and serve gives
+// the process back the GOMAXPROCS it found when it stops.
+func TestServeAutoProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	ev := watchEvents(t)
+	mport := freeLoopbackPort(t)
+	_, logs, rc := startServe(t, noBackendConfig(mport, "runtime: {procs: auto}"))
+	ev.wait(t, evReady)
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
+	want := []string{`rdmagw_runtime_procs_changes_total{mode="forward",reason="idle"} 1`, "go_sched_gomaxprocs_threads 1"}
+	var body string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		body = httpGet(t, url)
+		if strings.Contains(body, want[0]) && strings.Contains(body, want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in 15 s of an idle gateway:\n%s", want, grepLines(body, "procs"))
+		}
+	}
+	if strings.Contains(body, `reason="busy"`) || strings.Contains(body, `reason="waiting"`) {
+		t.Errorf("an idle gateway went up:\n%s", grepLines(body, "procs"))
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	waitExit(t, rc, logs)
+	if got := runtime.GOMAXPROCS(0); got != 2 {
+		t.Errorf("after serve, GOMAXPROCS %d, want the 2 it found", got)
+	}
 }

@@ -58,6 +58,7 @@ const (
 	ReplyBytesWrittenAheadTotal      = "rdmagw_reply_bytes_written_ahead_total"
 	RepliesTotal                     = "rdmagw_replies_total"
 	ReplyChunkRetriesTotal           = "rdmagw_reply_chunk_retries_total"
+	RuntimeProcsChangesTotal         = "rdmagw_runtime_procs_changes_total"
 )
 
 // All lists every name above.
@@ -112,6 +113,7 @@ var All = []string{
 	ReplyBytesWrittenAheadTotal,
 	RepliesTotal,
 	ReplyChunkRetriesTotal,
+	RuntimeProcsChangesTotal,
 }
 
 // Known reports whether name is one of the gateway's metric names.

@@ -19,9 +19,23 @@
 // 8.7 to 3.1, its CPU per call by 20% and 40%.
 //
 // What a raw call costs is that its P runs nothing else while the kernel
-// copies: nothing for a message (RawMax), a parallelism loss for a bulk
-// copy of hundreds of kilobytes, which therefore stays an ordinary call
-// so that the P serves other goroutines meanwhile.
+// copies: nothing for a message, about as long as sysmon lets an ordinary
+// call keep it for a copy up to RawMax, and a parallelism loss for a bulk
+// copy of a megabyte (a 1 MiB READ's body, a WRITE's call), which
+// therefore stays an ordinary call so that the P serves other goroutines
+// meanwhile.
+//
+// RawMax covers the pure-Go provider's receive reads: a 64 KiB FPDU
+// payload read straight into its destination with the 128 KiB bulk buffer
+// behind it (verbs/iwarp, rx.go), 20-40 µs of copying. As ordinary calls
+// (RawMax was 64 KiB) each of them entered the syscall state, and in a
+// gateway whose Ps had been idle (one call at a time) entering it woke
+// sysmon from its deep sleep (a futex) every time: a 1 MiB WRITE, whose
+// data the gateway receives as RDMA Read Responses, paid 16 context
+// switches per op; at 256 KiB 9.5, and 22% less gateway CPU per op
+// (rdmagw bench -relay haproxy, write-1m at 1 in flight, 1,136 -> 881 µs,
+// three rounds; read-1m, whose bodies the backend reads take in
+// megabyte calls, unchanged).
 package nbcall
 
 import (
@@ -31,7 +45,7 @@ import (
 )
 
 // RawMax is the most bytes a call moves as a raw system call.
-const RawMax = 64 << 10
+const RawMax = 256 << 10
 
 // Call makes system call trap, which moves at most n bytes on a
 // non-blocking descriptor and never waits: raw when n <= RawMax.

@@ -113,6 +113,9 @@ type connsResult struct {
 	Run           int     `json:"run"`
 	Gateway       string  `json:"gateway_bin,omitempty"`
 	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default, -1: auto)
+	// ProcsSetting is the -gateway-procs value this case ran with (auto,
+	// 0, N), "" when it was not given (the gateway's default, auto).
+	ProcsSetting string `json:"gateway_procs_setting,omitempty"`
 	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"` // in force, from its go_sched_gomaxprocs_threads
 	SetupSeconds  float64 `json:"setup_seconds"`      // connecting all clients
 	Ops           int64   `json:"ops"`
@@ -226,6 +229,9 @@ func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGate
 	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin, Procs: int(max(gw.procs, 0))}
 	if gw.procs == gateway.ProcsAuto {
 		r.Procs = int(gw.procs)
+	}
+	if gw.procs != procsUnset {
+		r.ProcsSetting = gw.procs.String()
 	}
 	if bin != "" {
 		benchExecutable = func() (string, error) { return bin, nil }
@@ -599,18 +605,10 @@ func (r connsResult) label() string {
 	return filepath.Base(r.Gateway)
 }
 
-// threads names the gateway's threads for the scaling lines: auto
-// (GOMAXPROCS follows the load, so it may differ between the two counts
-// of connections), else the GOMAXPROCS in force ("" if not known).
-func (r connsResult) threads() string {
-	switch {
-	case gateway.Procs(r.Procs) == gateway.ProcsAuto:
-		return "auto"
-	case r.GOMAXPROCS > 0:
-		return strconv.FormatFloat(r.GOMAXPROCS, 'f', 0, 64)
-	}
-	return ""
-}
+// threads names the gateway's threads for the scaling lines: the
+// -gateway-procs setting, not the GOMAXPROCS in force, which under auto
+// (the default) may differ between the two counts of connections.
+func (r connsResult) threads() string { return r.ProcsSetting }
 
 // connsScale is one path's aggregate at its most connections over its
 // aggregate at its fewest, in one run.
@@ -630,9 +628,9 @@ type connsScale struct {
 	relayCost, clientCost, flatRelay float64
 }
 
-// connsScaling pairs, for every path (label and threads: auto, or the
-// GOMAXPROCS in force) and run, the case with the fewest connections and
-// the one with the most.
+// connsScaling pairs, for every path (label and -gateway-procs setting)
+// and run, the case with the fewest connections and the one with the
+// most.
 func connsScaling(rs []connsResult) []connsScale {
 	type key struct {
 		path  string

@@ -97,7 +97,7 @@ func TestBenchConnsRelay(t *testing.T) {
 	}
 	var table bytes.Buffer
 	printConnsTable(&table, rs)
-	for _, line := range []string{"this procs", "haproxy          run 1: 5/2 conns"} {
+	for _, line := range []string{"this             run 1: 5/2 conns", "haproxy          run 1: 5/2 conns"} {
 		if !strings.Contains(table.String(), line) {
 			t.Errorf("table has no %q:\n%s", line, table.String())
 		}
@@ -117,16 +117,17 @@ func TestConnsScaling(t *testing.T) {
 		{Path: "haproxy", Conns: 1000, Run: 1, OpsPerSec: 180},
 		{Path: "gateway", Conns: 1000, Run: 2, GOMAXPROCS: 2, OpsPerSec: 80},
 		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 2, OpsPerSec: 100},
-		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 1, OpsPerSec: 50}, // no pair
-		// runtime.procs auto: one thread at 16, two at 1000, one path.
-		{Path: "gateway", Conns: 16, Run: 2, Procs: -1, GOMAXPROCS: 1, OpsPerSec: 100},
-		{Path: "gateway", Conns: 1000, Run: 2, Procs: -1, GOMAXPROCS: 2, OpsPerSec: 90},
+		{Path: "gateway", Conns: 16, Run: 2, GOMAXPROCS: 1, OpsPerSec: 50}, // a second 16-connection case: the first stays the fewest
+		// -gateway-procs auto: one thread at 16, two at 1000, one path.
+		{Path: "gateway", Conns: 16, Run: 2, Procs: -1, ProcsSetting: "auto", GOMAXPROCS: 1, OpsPerSec: 100},
+		{Path: "gateway", Conns: 1000, Run: 2, Procs: -1, ProcsSetting: "auto", GOMAXPROCS: 2, OpsPerSec: 90},
+		{Path: "gateway", Conns: 16, Run: 3, ProcsSetting: "1", GOMAXPROCS: 1, OpsPerSec: 50}, // no pair
 	}
 	got := connsScaling(rs)
 	want := []connsScale{
-		{path: "this procs 2", run: 1, fewest: 16, most: 1000, ratio: 0.6},
+		{path: "this", run: 1, fewest: 16, most: 1000, ratio: 0.6},
 		{path: "haproxy", run: 1, fewest: 16, most: 1000, ratio: 0.9},
-		{path: "this procs 2", run: 2, fewest: 16, most: 1000, ratio: 0.8},
+		{path: "this", run: 2, fewest: 16, most: 1000, ratio: 0.8},
 		{path: "this procs auto", run: 2, fewest: 16, most: 1000, ratio: 0.9},
 	}
 	if len(got) != len(want) {

@@ -112,12 +112,10 @@ type connsResult struct {
 	Active        int     `json:"active"` // connections loaded (-active; the rest idle)
 	Run           int     `json:"run"`
 	Gateway       string  `json:"gateway_bin,omitempty"`
-	Procs         int     `json:"gateway_procs"`      // -gateway-procs (0: Go's default, -1: auto)
-	// ProcsSetting is the -gateway-procs value this case ran with (auto,
-	// 0, N), "" when it was not given (the gateway's default, auto).
-	ProcsSetting string `json:"gateway_procs_setting,omitempty"`
-	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"` // in force, from its go_sched_gomaxprocs_threads
-	SetupSeconds  float64 `json:"setup_seconds"`      // connecting all clients
+	Procs         int     `json:"gateway_procs"`                   // -gateway-procs (0: Go's default, -1: auto)
+	ProcsSetting  string  `json:"gateway_procs_setting,omitempty"` // -gateway-procs as given (auto, 0, N); "": not given (the default, auto)
+	GOMAXPROCS    float64 `json:"gateway_gomaxprocs"`              // in force, from its go_sched_gomaxprocs_threads
+	SetupSeconds  float64 `json:"setup_seconds"`                   // connecting all clients
 	Ops           int64   `json:"ops"`
 	OpsPerSec     float64 `json:"ops_per_sec"`
 	CPUPerOpUs    float64 `json:"gateway_cpu_us_per_op"`

@@ -283,6 +283,16 @@ func parseProcsList(s string) ([]gateway.Procs, error) {
 // gateway's default.
 const procsUnset gateway.Procs = -2
 
+// reportProcs is how results report a -gateway-procs value: the number
+// (0: Go's default, -1: auto) and the setting as given; 0 and "" when
+// none was given (the program's default).
+func reportProcs(p gateway.Procs) (int, string) {
+	if p == procsUnset {
+		return 0, ""
+	}
+	return int(p), p.String()
+}
+
 // parseCutList parses -cut-through: sizes separated by commas.
 func parseCutList(s string) ([]string, error) {
 	if s == "" {
@@ -664,10 +674,8 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 				if len(cuts) > 1 {
 					path += "-ct" + cut
 				}
-				g := benchGateway{Path: path, Procs: int(max(n, 0)), CutThrough: cut, Bin: bin}
-				if n == gateway.ProcsAuto {
-					g.Procs = int(n)
-				}
+				g := benchGateway{Path: path, CutThrough: cut, Bin: bin}
+				g.Procs, _ = reportProcs(n)
 				if err := st.spawnGateway(o, &g, extra); err != nil {
 					return err
 				}

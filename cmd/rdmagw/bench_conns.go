@@ -224,13 +224,8 @@ connections:
 // clients to it, loads them and measures the gateway.
 func runConnsCase(o *connsOptions, dir, memAddr string, n, run int, gw connsGateway) (connsResult, error) {
 	bin := gw.bin
-	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin, Procs: int(max(gw.procs, 0))}
-	if gw.procs == gateway.ProcsAuto {
-		r.Procs = int(gw.procs)
-	}
-	if gw.procs != procsUnset {
-		r.ProcsSetting = gw.procs.String()
-	}
+	r := connsResult{Path: "gateway", Conns: n, Run: run, Gateway: bin}
+	r.Procs, r.ProcsSetting = reportProcs(gw.procs)
 	if bin != "" {
 		benchExecutable = func() (string, error) { return bin, nil }
 		defer func() { benchExecutable = os.Executable }()

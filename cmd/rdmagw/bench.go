@@ -374,6 +374,9 @@ type benchGateway struct {
 	Path  string `json:"path"`
 	PID   int    `json:"pid"`
 	Procs int    `json:"procs"` // its runtime.procs (0: Go's default, -1: auto)
+	// ProcsSetting is the -gateway-procs value it was started with ("":
+	// none, the program's default).
+	ProcsSetting string `json:"procs_setting,omitempty"`
 	// CutThrough is its rdma.cut_through as given to -cut-through ("":
 	// the default).
 	CutThrough string `json:"cut_through,omitempty"`
@@ -675,7 +678,7 @@ func (st *benchStack) spawnGateways(o *benchOptions, info *benchInfo) error {
 					path += "-ct" + cut
 				}
 				g := benchGateway{Path: path, CutThrough: cut, Bin: bin}
-				g.Procs, _ = reportProcs(n)
+				g.Procs, g.ProcsSetting = reportProcs(n)
 				if err := st.spawnGateway(o, &g, extra); err != nil {
 					return err
 				}

@@ -180,7 +180,8 @@ func TestBenchRelay(t *testing.T) {
 	}
 	gws := got.Run.Gateways
 	if got.Run.GatewayPID == 0 || got.Run.RelayPID == 0 || len(got.Run.Burners) != 1 || len(gws) != 2 ||
-		gws[0].PID != got.Run.GatewayPID || gws[0].Procs != 1 || gws[1].Procs != 2 {
+		gws[0].PID != got.Run.GatewayPID || gws[0].Procs != 1 || gws[1].Procs != 2 ||
+		gws[0].ProcsSetting != "1" || gws[1].ProcsSetting != "2" {
 		t.Fatalf("run info %+v", got.Run)
 	}
 	for _, pid := range append([]int{gws[0].PID, gws[1].PID, got.Run.RelayPID}, got.Run.Burners...) {

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/rdmagw/rdmagw/gateway"
 )
 
 // benchRatio compares the gateway (or an -anchors relay) with the other
@@ -186,7 +184,11 @@ func printRelayProcs(w io.Writer, info *benchInfo) {
 		if g.Bin != "" {
 			ct += ", program " + g.Bin
 		}
-		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %s%s\n", g.Path, g.PID, gateway.Procs(g.Procs), ct)
+		procs := g.ProcsSetting
+		if procs == "" {
+			procs = "default"
+		}
+		fmt.Fprintf(w, "  %s: rdmagw, pid %d (its own process), runtime.procs %s%s\n", g.Path, g.PID, procs, ct)
 	}
 	if info.Gateways == nil && info.GatewayPID != 0 {
 		fmt.Fprintf(w, "  gateway: rdmagw, pid %d (its own process)\n", info.GatewayPID)

@@ -20,13 +20,11 @@ type sampler struct {
 	counts []uint64 // the histogram's counts at the previous reading
 }
 
+// start takes the first reading, which the first interval is measured
+// against.
 func (sm *sampler) start() {
 	sm.m[0].Name = schedLatencies
-	sm.at, sm.cpu = time.Now(), processCPU()
-	metrics.Read(sm.m[:])
-	if sm.m[0].Value.Kind() == metrics.KindFloat64Histogram {
-		sm.counts = append(sm.counts[:0], sm.m[0].Value.Float64Histogram().Counts...)
-	}
+	sm.next(0)
 }
 
 // next measures the interval since the last reading.

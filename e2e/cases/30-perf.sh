@@ -12,7 +12,10 @@
 # cpu.txt (busy/user/system/softirq % of all vCPUs and the gateway's share
 # of one vCPU, from tick-based /proc/stat accounting: on a loaded host it
 # read about half the non-idle share perf's samples show, so compare the
-# transports with each other); with E2E_PERF_PROFILE=1 (and perf(1)
+# transports with each other), and for a gateway one PERFLAT line: the
+# mean time a call spent in it (complete call to reply handed to RDMA)
+# and the mean backend round trip within that, from its /metrics
+# latency histograms; with E2E_PERF_PROFILE=1 (and perf(1)
 # installed) also a guest-wide profile of each job (perf record -a -g at
 # 99 Hz: the kernel client, rxe, knfsd and the gateway together; Go's own
 # profiler gets almost no samples in a TCG guest) as
@@ -84,6 +87,28 @@ cpu_report() {
             $1, $2, 100*($9-$3)/tot, 100*($10-$4)/tot, 100*($11-$5)/tot, 100*($12-$6)/tot, n, 100*n*($14-$8)/tot }'
 }
 
+# lat_sums ADDR: "calls call_s backend_calls backend_s" from the
+# gateway's /metrics at ADDR (its call and backend latency histograms,
+# label sets summed), or nothing
+lat_sums() {
+    curl -sf "http://$1/metrics" | awk '
+        /^rdmagw_call_latency_seconds_count/ { cc += $2 } /^rdmagw_call_latency_seconds_sum/ { cs += $2 }
+        /^rdmagw_backend_latency_seconds_count/ { bc += $2 } /^rdmagw_backend_latency_seconds_sum/ { bs += $2 }
+        END { if (cc + bc > 0) print cc, cs, bc, bs }'
+}
+
+# lat_report T W BEFORE AFTER: one PERFLAT line, where a call's time went
+# while it was the gateway's: the mean time from a complete call to its
+# reply handed to RDMA, and within it the mean backend round trip (fio's
+# completion latency in fio-perf.txt is the whole of it, client included)
+lat_report() {
+    [ -n "$3" ] && [ -n "$4" ] || return 0
+    echo "$1 $2 $3 $4" | awk '{
+        c = $7 - $3; b = $9 - $5; if (c <= 0 || b <= 0) exit
+        printf "PERFLAT %-4s %-9s calls %d: in the gateway %.0f us mean, of it backend %.0f us mean\n",
+            $1, $2, c, 1e6 * ($8 - $4) / c, 1e6 * ($10 - $6) / b }'
+}
+
 # run_fio T W: one workload on the mount of transport T; fills BW/IOPS
 run_fio() {
     local t=$1 w=$2 f=/mnt/perf_$1/perf.bin rw bs qd out fld c0 c1 prof
@@ -100,6 +125,9 @@ run_fio() {
     if [ "${E2E_PERF_PROFILE:-0}" = 1 ] && command -v perf > /dev/null; then
         prof=(perf record -q -a -g -F 99 -B -N -o "/tmp/perf-$t-$w.data" --)
     fi
+    local maddr="" l0="" l1=""
+    case $t in gw) maddr=$GW_METRICS ;; gwp) maddr=127.0.0.1:9465 ;; esac
+    [ -z "$maddr" ] || l0=$(lat_sums "$maddr")
     c0=$(cpu_ticks "${GWPID[$t]:-}")
     out=$(timeout $((SECS + 120)) "${prof[@]}" fio --name="$t-$w" --filename="$f" --size="${SIZE}M" \
         --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=libaio --direct=1 \
@@ -108,6 +136,7 @@ run_fio() {
     c1=$(cpu_ticks "${GWPID[$t]:-}")
     [ ${#prof[@]} = 0 ] || mv "/tmp/perf-$t-$w.data" "$OUT/"
     cpu_report "$t" "$w" "$c0" "$c1" | tee -a "$OUT/cpu.txt"
+    [ -z "$maddr" ] || { l1=$(lat_sums "$maddr"); lat_report "$t" "$w" "$l0" "$l1" | tee -a "$OUT/cpu.txt"; }
     echo "$out" >> "$OUT/fio-perf.txt"
     BW[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.1f", $(f+1)/1024}')
     IOPS[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.0f", $(f+2)}')

@@ -383,14 +383,19 @@ func newOpsMetrics(f factory) *opsMetrics {
 		reloads: f.counterVec(metricname.ConfigReloadsTotal,
 			"Configuration reloads (SIGHUP, systemctl reload), by result (applied; rejected: the file was invalid and nothing changed).", "result"),
 		procsChanges: f.counterVec(metricname.RuntimeProcsChangesTotal,
-			"Changes of the OS threads running Go code (GOMAXPROCS, go_sched_gomaxprocs_threads) under runtime.procs: auto, by reason (busy: up, the threads were three-quarters busy; waiting: up, goroutines waited a millisecond or more for a thread; idle: down by one, the load fitted one thread fewer).", "reason"),
+			"Changes of the OS threads running Go code (GOMAXPROCS, go_sched_gomaxprocs_threads) under runtime.procs: auto, by reason (busy: up, the threads were three-quarters busy; waiting: up, goroutines waited a millisecond or more for a thread; idle: down by one, the load fitted one thread fewer; limit: the CPUs the process may use changed, its affinity or cgroup CPU limit, and the count was above the new number).", "reason"),
 	}
 }
 
 // ProcsChanged counts a change of runtime.procs: auto and logs it (at
-// debug: a load that comes and goes changes it every few seconds).
+// debug: a load that comes and goes changes it every few seconds; a
+// limit change, rare and the operator's doing, at info).
 func (m *Metrics) ProcsChanged(log hclog.Logger, from, to int, reason string, cpuCores, waiting float64) {
 	m.ops.procsChanges.WithLabelValues(reason).Inc()
+	if reason == "limit" { // rare: the CPUs the process may use changed
+		log.Info("CPU policy: the CPUs the process may use changed; threads changed", "from", from, "to", to, "reason", reason)
+		return
+	}
 	log.Debug("CPU policy: threads changed", "from", from, "to", to, "reason", reason, "cpu_cores", cpuCores, "waiting", waiting)
 }
 

@@ -58,7 +58,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log := gateway.NewLogger(cfg.Log, stderr)
 	log.Info("starting", "version", version.String(), "config", *path, "mode", cfg.Mode)
-	autoMax := applyRuntime(cfg.Runtime, log)
+	autoMax, autoFollow := applyRuntime(cfg.Runtime, log)
 	sd, err := sdnotify.FromEnv()
 	if err != nil {
 		log.Warn("systemd notification socket unusable; not notifying", "error", err)
@@ -74,7 +74,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		sd.Status("cannot start: " + err.Error())
 		return 1
 	}
-	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1), autoMax: autoMax}
+	d := &daemon{gw: gw, path: *path, log: log, sd: sd, sigs: sigs, drainReq: make(chan struct{}, 1), autoMax: autoMax, autoFollow: autoFollow}
 	return d.run(cfg)
 }
 
@@ -82,32 +82,42 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // default) and logs what runs; the value in force is exported as
 // go_sched_gomaxprocs_threads. For auto it returns the most threads the
 // controller may set (Go's default: the CPUs the process may use), which
-// the daemon starts it with (runProcs); otherwise 0.
-func applyRuntime(rc gateway.RuntimeConfig, log hclog.Logger) int {
+// the daemon starts it with (runProcs), and whether that most follows
+// the CPUs the process may use later (not when the GOMAXPROCS environment
+// variable set it); otherwise 0.
+func applyRuntime(rc gateway.RuntimeConfig, log hclog.Logger) (max int, follow bool) {
 	switch {
 	case rc.Procs == gateway.ProcsAuto:
-		max := runtime.GOMAXPROCS(0)
-		log.Info("CPU policy", "procs", "auto", "max", max, "cpus", runtime.NumCPU())
-		return max
+		max, follow = runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS") == ""
+		from := "the CPUs the process may use (affinity, cgroup CPU limit), followed"
+		if !follow {
+			from = "GOMAXPROCS environment variable"
+		}
+		log.Info("CPU policy", "procs", "auto", "max", max, "max_from", from, "cpus", runtime.NumCPU())
+		return max, follow
 	case rc.Procs > 0:
 		runtime.GOMAXPROCS(int(rc.Procs))
 		log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", "runtime.procs", "cpus", runtime.NumCPU())
 	default:
 		log.Info("CPU policy", "procs", runtime.GOMAXPROCS(0), "from", "go default", "cpus", runtime.NumCPU())
 	}
-	return 0
+	return 0, false
 }
 
 // runProcs sizes GOMAXPROCS to the load (runtime.procs: auto) until ctx
 // ends: internal/autoprocs, counted and logged by the gateway's metrics.
 func (d *daemon) runProcs(ctx context.Context) {
 	met := d.gw.Metrics()
-	autoprocs.New(autoprocs.Config{
+	cfg := autoprocs.Config{
 		Policy: autoprocs.DefaultPolicy(d.autoMax),
 		OnChange: func(from, to int, why autoprocs.Why, s autoprocs.Sample) {
 			met.ProcsChanged(d.log, from, to, why.String(), s.CPU, s.Waiting)
 		},
-	}).Run(ctx)
+	}
+	if d.autoFollow {
+		cfg.Limit = autoprocs.CPULimit
+	}
+	autoprocs.New(cfg).Run(ctx)
 }
 
 // gatewayRunner is what serve runs: a forward or a reverse gateway.
@@ -142,6 +152,8 @@ type daemon struct {
 	sigs     chan os.Signal
 	drainReq chan struct{} // `rdmagw drain` on the admin socket
 	autoMax  int           // runtime.procs: auto, up to this many threads (0: not auto)
+	// autoFollow: autoMax follows the CPUs the process may use.
+	autoFollow bool
 }
 
 // statusEvery is how often the STATUS= line is refreshed.

@@ -29,13 +29,19 @@
 //     waited. Down is slower than up: a gateway short of Ps queues RPCs,
 //     one with a P too many only spends more per RPC.
 //
+// With Config.Limit the Max follows the CPUs the process may use
+// (CPULimit: affinity and cgroup CPU limit, read every second): the
+// runtime would follow a container resized in place itself, but only
+// while nothing set GOMAXPROCS, and the Controller does.
+//
 // The thresholds leave a band (UpBusy of p against DownBusy of p-1)
 // where the count stays, so a steady load does not flap between two
 // counts. Each change is a stop-the-world of the runtime (tens of
 // microseconds), at most one per interval.
 //
 // Files: autoprocs.go (Policy, Controller), sample.go (what one interval
-// measured, from getrusage and runtime/metrics).
+// measured, from getrusage and runtime/metrics), limit.go (the CPUs the
+// process may use, from its affinity mask and cgroup).
 package autoprocs
 
 import (
@@ -86,6 +92,7 @@ const (
 	Busy    Why = iota + 1 // up: the Ps were busy
 	Waiting                // up: goroutines waited for a P
 	Idle                   // down: one P fewer would do
+	Limit                  // the CPUs the process may use changed (Config.Limit)
 )
 
 func (w Why) String() string {
@@ -96,6 +103,8 @@ func (w Why) String() string {
 		return "waiting"
 	case Idle:
 		return "idle"
+	case Limit:
+		return "limit"
 	}
 	return "none"
 }
@@ -136,6 +145,12 @@ type Config struct {
 	// OnChange, if set, is called after each change, on the controller's
 	// goroutine.
 	OnChange func(from, to int, why Why, s Sample)
+	// Limit, if set, says how many CPUs the process may use now
+	// (CPULimit); it is asked every LimitEvery intervals (0: 10), and
+	// when its answer changes, that becomes the policy's Max (a count
+	// above it comes down at once, why Limit). Nil: Max stays.
+	Limit      func() int
+	LimitEvery int
 }
 
 // Controller applies a Policy to the process's GOMAXPROCS.
@@ -151,6 +166,9 @@ func New(cfg Config) *Controller {
 	if cfg.Policy.Max < 1 {
 		cfg.Policy.Max = 1
 	}
+	if cfg.LimitEvery <= 0 {
+		cfg.LimitEvery = 10
+	}
 	return &Controller{cfg: cfg}
 }
 
@@ -158,7 +176,10 @@ func New(cfg Config) *Controller {
 // policy's Max (a gateway starts with every CPU: clients reconnecting at
 // once after a restart are its busiest moment). When it returns it puts
 // back the GOMAXPROCS it found (a draining gateway, or a test process
-// that runs more than a gateway, gets every P again).
+// that runs more than a gateway, gets every P again). With a Limit, the
+// Max follows the CPUs the process may use: the first answer is the
+// baseline (Max came from the runtime's own count at start), a later
+// different one the new Max.
 func (c *Controller) Run(ctx context.Context) {
 	pol := c.cfg.Policy
 	procs := pol.Max
@@ -167,7 +188,11 @@ func (c *Controller) Run(ctx context.Context) {
 	defer t.Stop()
 	var sm sampler
 	sm.start()
-	for {
+	limit := 0
+	if c.cfg.Limit != nil {
+		limit = c.cfg.Limit()
+	}
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -175,6 +200,14 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		s := sm.next(pol.WaitLatency)
 		next, why := pol.Next(procs, s)
+		if c.cfg.Limit != nil && n%c.cfg.LimitEvery == 0 {
+			if l := c.cfg.Limit(); l > 0 && l != limit {
+				limit, pol.Max = l, l
+				if next > l {
+					next, why = l, Limit
+				}
+			}
+		}
 		if next == procs {
 			continue
 		}

@@ -128,43 +128,12 @@ func TestControllerFollowsLoad(t *testing.T) {
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor := func(want int, what string) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case n := <-procs:
-				if n == want {
-					if got := runtime.GOMAXPROCS(0); got != want {
-						t.Fatalf("%s: OnChange said %d Ps, GOMAXPROCS is %d", what, want, got)
-					}
-					return
-				}
-			case <-deadline:
-				t.Fatalf("%s: no change to %d Ps in 10 s (GOMAXPROCS %d, changes %v)", what, want, runtime.GOMAXPROCS(0), changes)
-			}
-		}
-	}
+	waitFor := procsWaiter(t, procs)
 	waitFor(1, "idle")
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			x := 0
-			for !stop.Load() {
-				for i := range 1000 {
-					x += i
-				}
-			}
-			_ = x
-		}()
-	}
+	stop := spin(2)
 	waitFor(2, "busy")
-	stop.Store(true)
-	wg.Wait()
+	stop()
 	waitFor(1, "idle again")
 
 	cancel()
@@ -177,4 +146,47 @@ func TestControllerFollowsLoad(t *testing.T) {
 	if len(changes) != 3 || changes[0] != Idle || changes[2] != Idle || (changes[1] != Busy && changes[1] != Waiting) {
 		t.Fatalf("changes %v, want idle, busy (or waiting), idle", changes)
 	}
+}
+
+// procsWaiter returns a wait for the Controller's OnChange (which sends
+// the new count on procs) to report want Ps, GOMAXPROCS then being want.
+func procsWaiter(t *testing.T, procs <-chan int) func(want int, what string) {
+	return func(want int, what string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case n := <-procs:
+				if n == want {
+					if got := runtime.GOMAXPROCS(0); got != want {
+						t.Fatalf("%s: OnChange said %d Ps, GOMAXPROCS is %d", what, want, got)
+					}
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: no change to %d Ps in 10 s (GOMAXPROCS %d)", what, want, runtime.GOMAXPROCS(0))
+			}
+		}
+	}
+}
+
+// spin keeps n goroutines computing until the stop it returns is called
+// (which waits for them).
+func spin(n int) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for !done.Load() {
+				for i := range 1000 {
+					x += i
+				}
+			}
+			_ = x
+		}()
+	}
+	return func() { done.Store(true); wg.Wait() }
 }

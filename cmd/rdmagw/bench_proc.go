@@ -422,12 +422,21 @@ const perfSyscallEvent = "raw_syscalls:sys_enter"
 var perfSyscallKinds = []string{"read", "readv", "write", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
 	"epoll_wait", "epoll_pwait", "epoll_ctl", "setsockopt", "getsockopt", "splice", "futex", "nanosleep", "sched_yield"}
 
-// perfEvents is the -e list of perf stat: every call, then each kind
-// with a tracepoint.
-func perfEvents() string {
+// sysEnterEvents is where tracefs lists the syscalls:sys_enter_* events.
+const sysEnterEvents = "/sys/kernel/tracing/events/syscalls/"
+
+// perfEvents is the -e list of perf stat (program bin): every call, then
+// each kind with a tracepoint. After a boot tracefs is not mounted until
+// perf mounts it for the first tracepoint it needs, so that the kinds
+// would all seem missing (a fresh CI machine counted 0 writes): a
+// trivial perf stat of the one event every kernel has mounts it first.
+func perfEvents(bin string) string {
+	if _, err := os.Stat(sysEnterEvents); err != nil {
+		exec.Command(bin, "stat", "-e", perfSyscallEvent, "--", "true").Run()
+	}
 	ev := []string{perfSyscallEvent}
 	for _, k := range perfSyscallKinds {
-		if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_" + k); err == nil {
+		if _, err := os.Stat(sysEnterEvents + "sys_enter_" + k); err == nil {
 			ev = append(ev, "syscalls:sys_enter_"+k)
 		}
 	}
@@ -459,7 +468,7 @@ func startPerfSyscalls(pid int) (*benchProc, error) {
 	}
 	defer ctlW.Close()
 	defer ackR.Close()
-	cmd := exec.Command(bin, "stat", "-x,", "-D", "-1", "--control", "fd:3,4", "-e", perfEvents(), "-p", strconv.Itoa(pid))
+	cmd := exec.Command(bin, "stat", "-x,", "-D", "-1", "--control", "fd:3,4", "-e", perfEvents(bin), "-p", strconv.Itoa(pid))
 	cmd.ExtraFiles = []*os.File{ctlR, ackW} // fds 3 and 4
 	p, err := startBenchProc("perf stat", cmd)
 	ctlR.Close()

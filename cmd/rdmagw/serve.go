@@ -115,7 +115,7 @@ func (d *daemon) runProcs(ctx context.Context) {
 		},
 	}
 	if d.autoFollow {
-		cfg.Limit = autoprocs.CPULimit
+		cfg.Limit = autoprocs.CPULimit()
 	}
 	autoprocs.New(cfg).Run(ctx)
 }

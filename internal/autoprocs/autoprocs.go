@@ -146,7 +146,7 @@ type Config struct {
 	// goroutine.
 	OnChange func(from, to int, why Why, s Sample)
 	// Limit, if set, says how many CPUs the process may use now
-	// (CPULimit); it is asked every LimitEvery intervals (0: 10), and
+	// (CPULimit()); it is asked every LimitEvery intervals (0: 10), and
 	// when its answer changes, that becomes the policy's Max (a count
 	// above it comes down at once, why Limit). Nil: Max stays.
 	Limit      func() int

@@ -12,59 +12,102 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CPULimit is how many CPUs the process may use now, counted as Go's
-// runtime counts them for its default GOMAXPROCS (Go 1.25 and later):
-// the CPUs of its affinity mask, capped by the bandwidth limit of its CPU
-// cgroup (v2 cpu.max; v1 cpu.cfs_quota_us over cpu.cfs_period_us), a
-// fraction rounded up and at least 2. The runtime follows changes of
-// either (a container resized in place, a new cpuset) only while nothing
-// set GOMAXPROCS; the Controller sets it, so it asks this instead
-// (Config.Limit). 0 when the affinity mask cannot be read.
-func CPULimit() int {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) != nil {
-		return 0
+// CPULimit returns a reader of how many CPUs the process may use now,
+// counted as Go's runtime counts them for its default GOMAXPROCS (Go
+// 1.25 and later): the CPUs of its affinity mask, capped by the bandwidth
+// limit of its CPU cgroup (v2 cpu.max; v1 cpu.cfs_quota_us over
+// cpu.cfs_period_us), a fraction rounded up and at least 2. The runtime
+// follows changes of either (a container resized in place, a new cpuset)
+// only while nothing set GOMAXPROCS; the Controller sets it, so it asks
+// this instead (Config.Limit). The reader answers 0 when the affinity
+// mask cannot be read. It finds the cgroup's directory (from
+// /proc/self/cgroup and mountinfo, which is long on a host with many
+// mounts) once every limitRefind calls, or after its files could not be
+// read, and reads only the limit in between. One goroutine calls it.
+func CPULimit() func() int {
+	l := limiter{root: "/"}
+	return func() int {
+		var set unix.CPUSet
+		if unix.SchedGetaffinity(0, &set) != nil {
+			return 0
+		}
+		return l.limit(set.Count())
 	}
-	return cpuLimit("/", set.Count())
 }
 
-// cpuLimit is CPULimit for cpus CPUs in the affinity mask, with the
-// cgroup files read under root (a test's tree; "/" for the process's
-// own). An unreadable or malformed cgroup counts as no limit.
-func cpuLimit(root string, cpus int) int {
-	q, ok := cgroupQuota(root)
-	if !ok {
+// limitRefind is how many CPULimit calls reuse the cgroup's directory.
+const limitRefind = 10
+
+// limiter reads the CPU limit under root (a test's tree; "/" for the
+// process's own), keeping where the cgroup's files are.
+type limiter struct {
+	root  string
+	dir   string
+	v2    bool
+	found bool
+	calls int
+}
+
+// limit is the CPU count for cpus CPUs in the affinity mask. An
+// unreadable or malformed cgroup counts as no limit.
+func (l *limiter) limit(cpus int) int {
+	if !l.found || l.calls%limitRefind == 0 {
+		l.find()
+	}
+	l.calls++
+	q, ok, err := l.read()
+	if err != nil { // moved to another cgroup, or it went: find it again
+		l.find()
+		q, ok, err = l.read()
+	}
+	if err != nil || !ok {
 		return cpus
 	}
 	return min(cpus, max(2, int(math.Ceil(q))))
 }
 
-// cgroupQuota is the CPU bandwidth limit of the process's CPU cgroup, in
-// CPUs (quota over period), and whether there is one. A cpu controller
-// on a v1 hierarchy is the one in force (hybrid systems mount both);
-// otherwise the unified (v2) hierarchy's.
-func cgroupQuota(root string) (float64, bool) {
-	dir, v2, ok := cpuCgroupDir(root)
-	if !ok {
-		return 0, false
+func (l *limiter) find() { l.dir, l.v2, l.found = cpuCgroupDir(l.root) }
+
+// read reads the limit where find found it (none when it found nothing).
+func (l *limiter) read() (float64, bool, error) {
+	if !l.found {
+		return 0, false, nil
 	}
+	return cgroupQuota(l.dir, l.v2)
+}
+
+// cpuLimit is one reading of the limit under root for cpus CPUs.
+func cpuLimit(root string, cpus int) int {
+	l := limiter{root: root}
+	return l.limit(cpus)
+}
+
+// cgroupQuota is the CPU bandwidth limit of the CPU cgroup whose files
+// are in dir (v2: the unified hierarchy's), in CPUs (quota over period),
+// and whether there is one; err when a file cannot be read.
+func cgroupQuota(dir string, v2 bool) (float64, bool, error) {
 	if v2 {
 		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
 		if err != nil {
-			return 0, false
+			return 0, false, err
 		}
 		f := strings.Fields(string(b))
 		if len(f) != 2 || f[0] == "max" {
-			return 0, false
+			return 0, false, nil
 		}
-		return ratio(f[0], f[1])
+		q, ok := ratio(f[0], f[1])
+		return q, ok, nil
 	}
-	quota, err1 := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-	period, err2 := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-	if err1 != nil || err2 != nil {
-		return 0, false
+	quota, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		return 0, false, err
 	}
-	return ratio(strings.TrimSpace(string(quota)), strings.TrimSpace(string(period)))
+	period, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return 0, false, err
+	}
+	q, ok := ratio(strings.TrimSpace(string(quota)), strings.TrimSpace(string(period)))
+	return q, ok, nil
 }
 
 // ratio is quota/period for a positive quota and period (v1 writes -1
@@ -81,7 +124,9 @@ func ratio(quota, period string) (float64, bool) {
 // cpuCgroupDir finds the directory of the process's CPU cgroup from
 // /proc/self/cgroup (its path in each hierarchy) and /proc/self/mountinfo
 // (where each hierarchy is mounted, and which part of it), both under
-// root; v2 says it is on the unified hierarchy.
+// root; v2 says it is on the unified hierarchy. A cpu controller on a v1
+// hierarchy is the one in force (hybrid systems mount both); otherwise
+// the unified hierarchy's.
 func cpuCgroupDir(root string) (dir string, v2, ok bool) {
 	cg, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
 	if err != nil {

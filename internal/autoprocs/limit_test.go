@@ -86,9 +86,48 @@ func TestCPULimit(t *testing.T) {
 			}
 		})
 	}
-	if n := CPULimit(); n < 1 || n > runtime.NumCPU() {
-		t.Fatalf("CPULimit() = %d on a machine of %d CPUs", n, runtime.NumCPU())
+	lim := CPULimit()
+	for range limitRefind + 1 { // finding the cgroup, and reusing it
+		if n := lim(); n < 1 || n > runtime.NumCPU() {
+			t.Fatalf("CPULimit() = %d on a machine of %d CPUs", n, runtime.NumCPU())
+		}
 	}
+}
+
+// The limiter keeps the cgroup's directory between readings (a changed
+// limit is seen at once) and finds it again when its files went (the
+// process moved to another cgroup).
+func TestLimiterFollowsChanges(t *testing.T) {
+	root := cgTree{"0::/a\n", v2Mounts, map[string]string{"sys/fs/cgroup/a/cpu.max": "400000 100000\n"}}.build(t)
+	write := func(p, c string) {
+		t.Helper()
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := limiter{root: root}
+	check := func(want int, what string) {
+		t.Helper()
+		if got := l.limit(16); got != want {
+			t.Fatalf("%s: limit %d, want %d", what, got, want)
+		}
+	}
+	check(4, "first")
+	write("sys/fs/cgroup/a/cpu.max", "300000 100000\n")
+	check(3, "the limit lowered")
+	write("proc/self/cgroup", "0::/b\n")
+	write("sys/fs/cgroup/b/cpu.max", "600000 100000\n")
+	check(3, "moved, the old cgroup still there (seen at the next refind)")
+	if err := os.RemoveAll(filepath.Join(root, "sys/fs/cgroup/a")); err != nil {
+		t.Fatal(err)
+	}
+	check(6, "the old cgroup gone")
+	write("sys/fs/cgroup/b/cpu.max", "max 100000\n")
+	check(16, "the limit lifted")
 }
 
 // The Controller follows a change of the CPUs the process may use: a

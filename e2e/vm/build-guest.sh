@@ -102,6 +102,30 @@ fi
 # -common tree by absolute /usr/src path: the unpacked copy is pointed at
 # its own -common tree instead, so nothing is installed on the host.
 SIW_KO=$KDIR/lib/modules/$KVER/updates/siw.ko
+# archive_version PKG VER: VER when the archive (or the download cache)
+# has PKG at it; else, for the packages every kernel ABI of one upstream
+# release shares (linux-kbuild-*, linux-compiler-*: host tools and the
+# compiler's name), the archive's newest PKG of VER's upstream version
+# (bookworm-security moved linux-kbuild-6.1 from 6.1.192-2 to -3 while
+# the 6.1.192-2 kernel and headers stayed); else VER (the download then
+# fails and says so)
+archive_version() {
+    local pkg=$1 ver=$2 alt
+    if [ -n "$(first_file "$DEBS/${pkg}_${ver//:/%3a}"_*.deb)" ] ||
+        apt-cache madison "$pkg" 2>/dev/null | awk -F'|' -v v="$ver" '{gsub(/ /, "", $2)} $2 == v {f = 1} END {exit !f}'; then
+        echo "$ver"; return 0
+    fi
+    case $pkg in
+    linux-kbuild-*|linux-compiler-*)
+        alt=$(apt-cache madison "$pkg" 2>/dev/null |
+            awk -F'|' -v u="${ver%-*}-" '{gsub(/ /, "", $2)} index($2, u) == 1 {print $2; exit}')
+        if [ -n "$alt" ]; then
+            echo "[build] siw: $pkg $ver is not in the archive; $alt (the same upstream release)" >&2
+            echo "$alt"; return 0
+        fi ;;
+    esac
+    echo "$ver"
+}
 build_siw() {
     local kdeb kpkgver mm hdeps tmp d src hdr
     kdeb=$(first_file "$DEBS/linux-image-$KVER"_*.deb ${E2E_DEB_DIR:+"$E2E_DEB_DIR/linux-image-$KVER"_*.deb})
@@ -113,7 +137,7 @@ build_siw() {
         awk '/Depends: linux-(headers|kbuild)-/{print $2}')
     tmp=$(mktemp -d "$E2E_CACHE/.siw.XXXXXX")
     for d in "linux-headers-$KVER" $hdeps; do
-        d=$(fetch_deb "$d" "$kpkgver") || { rm -rf "$tmp"; return 1; }
+        d=$(fetch_deb "$d" "$(archive_version "$d" "$kpkgver")") || { rm -rf "$tmp"; return 1; }
         dpkg-deb -x "$d" "$tmp/root"
     done
     d=$(fetch_deb "linux-source-$mm" "$kpkgver") || { rm -rf "$tmp"; return 1; }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -146,10 +147,8 @@ func cpuCgroupDir(root string) (dir string, v2, ok bool) {
 			}
 			continue
 		}
-		for _, c := range strings.Split(f[1], ",") {
-			if c == "cpu" {
-				path, v2, found = f[2], false, true
-			}
+		if hasOption(f[1], "cpu") {
+			path, v2, found = f[2], false, true
 		}
 	}
 	if !found {
@@ -189,15 +188,9 @@ func cpuCgroupDir(root string) (dir string, v2, ok bool) {
 	return "", false, false
 }
 
-// hasOption reports whether the comma-separated opts hold o.
-func hasOption(opts, o string) bool {
-	for _, x := range strings.Split(opts, ",") {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
+// hasOption reports whether the comma-separated list opts (a cgroup's
+// controllers, a mount's super options) holds o.
+func hasOption(opts, o string) bool { return slices.Contains(strings.Split(opts, ","), o) }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space...).
 func unescape(s string) string {

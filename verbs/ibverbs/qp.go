@@ -260,14 +260,9 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	if q.failed != nil {
 		return q.failed
 	}
-	n, bulk := 0, 0
+	n := 0
 	for w := wr; w != nil; w = w.Next {
 		n++
-		if w.Op == verbs.OpRDMAWrite || w.Op == verbs.OpRDMARead {
-			for _, s := range w.SGL {
-				bulk += len(s.Buf)
-			}
-		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull
@@ -277,11 +272,11 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	}
 	first := q.head
 	q.head += uint64(n)
-	if (bulk < bulkPostBytes || !c.dev.caps.softRoCE) && q.sent == first && q.postMu.TryLock() {
+	if !c.dev.caps.softRoCE && q.sent == first && q.postMu.TryLock() {
 		// Nothing queued ahead and no post in progress: post here.
-		// Only rxe does a Write's or Read's work inside the post
-		// (post.go); on other devices the post is a doorbell and
-		// nothing is queued.
+		// On rxe the poster posts everything: the requester's work
+		// runs inside the post (post.go). Elsewhere the post is a
+		// doorbell and nothing is queued.
 		done, err := q.post(c.qp, first, q.head)
 		q.sent = first + done
 		q.head = q.sent // what the device did not take was not posted

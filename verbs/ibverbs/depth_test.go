@@ -24,73 +24,8 @@ import (
 // and every one fails with a remote invalid request. The conformance suite
 // cannot see this: both of its sides offer the same depths.
 func TestReadDepthsLinuxClient(t *testing.T) {
-	if len(rdmamap.GetRdmaDeviceList()) == 0 {
-		t.Skip("no RDMA device on this host (the lab runs this test on soft-RoCE: make lab-verbs)")
-	}
-	host := os.Getenv(verbstest.EnvAddr)
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	dv, err := New().Open(host)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", host, err)
-	}
-	defer dv.Close()
-	d := dv.(*device)
-	pd, err := d.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pd.Close()
-	scq, err := d.CreateCQ(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scq.Close()
-	ccq, err := d.CreateCQ(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ccq.Close()
-	ln, err := d.Listen(net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	type accepted struct {
-		c   verbs.Conn
-		err error
-	}
-	acc := make(chan accepted, 1)
-	go func() {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			acc <- accepted{nil, err}
-			return
-		}
-		c, err := req.Accept(verbs.ConnOptions{PD: pd, SendCQ: scq, RecvCQ: scq, InitiatorDepth: 16, ResponderResources: 16})
-		acc <- accepted{c, err}
-	}()
-	o, err := d.options(verbs.ConnOptions{PD: pd, SendCQ: ccq, RecvCQ: ccq, ResponderResources: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.InitiatorDepth = 0 // what xprtrdma sends; ConnOptions' 0 means the default
-	cli, err := d.dialWith(ctx, ln.Addr().String(), o)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer cli.Close()
-	a := <-acc
-	if a.err != nil {
-		t.Fatalf("accept: %v", a.err)
-	}
-	srv := a.c
-	defer srv.Close()
-
+	p := dialLinuxLike(t)
+	ctx, pd, scq, srv := p.ctx, p.pd, p.scq, p.srv
 	const n, size = 8, 64 << 10
 	mem, err := verbs.Alloc(2 * n * size)
 	if err != nil {
@@ -143,5 +78,151 @@ func TestReadDepthsLinuxClient(t *testing.T) {
 	}
 	if !bytes.Equal(dst, src) {
 		t.Fatal("RDMA Reads completed but the data differs")
+	}
+}
+
+// labPair is a connection on the lab's RDMA device, dialed as the Linux
+// NFS client dials (initiator depth 0, responder resources 16) and
+// accepted with depths 16: srv's completions go to scq, cli's to ccq.
+type labPair struct {
+	ctx      context.Context
+	d        *device
+	pd       verbs.PD
+	scq, ccq verbs.CQ
+	cli, srv verbs.Conn
+}
+
+// dialLinuxLike makes a labPair, or skips without an RDMA device. It is
+// torn down when the test ends.
+func dialLinuxLike(t *testing.T) *labPair {
+	t.Helper()
+	if len(rdmamap.GetRdmaDeviceList()) == 0 {
+		t.Skip("no RDMA device on this host (the lab runs this test on soft-RoCE: make lab-verbs)")
+	}
+	host := os.Getenv(verbstest.EnvAddr)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	dv, err := New().Open(host)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", host, err)
+	}
+	t.Cleanup(func() { dv.Close() })
+	d := dv.(*device)
+	pd, err := d.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pd.Close() })
+	scq, err := d.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scq.Close() })
+	ccq, err := d.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ccq.Close() })
+	ln, err := d.Listen(net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	type accepted struct {
+		c   verbs.Conn
+		err error
+	}
+	acc := make(chan accepted, 1)
+	go func() {
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			acc <- accepted{nil, err}
+			return
+		}
+		c, err := req.Accept(verbs.ConnOptions{PD: pd, SendCQ: scq, RecvCQ: scq, InitiatorDepth: 16, ResponderResources: 16})
+		acc <- accepted{c, err}
+	}()
+	o, err := d.options(verbs.ConnOptions{PD: pd, SendCQ: ccq, RecvCQ: ccq, ResponderResources: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.InitiatorDepth = 0 // what xprtrdma sends; ConnOptions' 0 means the default
+	cli, err := d.dialWith(ctx, ln.Addr().String(), o)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	a := <-acc
+	if a.err != nil {
+		t.Fatalf("accept: %v", a.err)
+	}
+	t.Cleanup(func() { a.c.Close() })
+	return &labPair{ctx: ctx, d: d, pd: pd, scq: scq, ccq: ccq, cli: cli, srv: a.c}
+
+}
+
+// TestPostSendPoster: on soft-RoCE every send chain is handed to the
+// connection's poster goroutine, because rxe's requester runs inside
+// ibv_post_send and would hold the caller (post.go); on any other device
+// the caller posts it (a doorbell). A small Send, which went to the
+// poster only from 64 KiB of RDMA Write or Read up before: it arrives
+// intact either way, and the poster exists exactly on rxe.
+func TestPostSendPoster(t *testing.T) {
+	p := dialLinuxLike(t)
+	const size = 4 << 10
+	mem, err := verbs.Alloc(2 * size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Free()
+	src, dst := mem.Bytes()[:size], mem.Bytes()[size:]
+	for i := range src {
+		src[i] = byte(i*13 + i>>8)
+	}
+	smr, err := p.pd.Register(src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smr.Deregister()
+	dmr, err := p.pd.Register(dst, verbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dmr.Deregister()
+	if err := p.cli.PostRecv(&verbs.RecvWR{ID: 1, SGL: []verbs.SGE{{Buf: dst, LKey: dmr.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.PostSend(&verbs.SendWR{ID: 2, Op: verbs.OpSend, Signal: true,
+		SGL: []verbs.SGE{{Buf: src, LKey: smr.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		cq   verbs.CQ
+		what string
+	}{{p.scq, "the Send"}, {p.ccq, "its receive"}} {
+		var wc [1]verbs.WC
+		for w.cq.Poll(wc[:]) == 0 {
+			if err := w.cq.Wait(p.ctx); err != nil {
+				t.Fatalf("waiting for %s's completion: %v", w.what, err)
+			}
+		}
+		if wc[0].Status != verbs.StatusSuccess {
+			t.Fatalf("%s completed with %v", w.what, wc[0].Status)
+		}
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatal("the Send completed but the received bytes differ")
+	}
+	q := &p.srv.(*conn).sq
+	q.mu.Lock()
+	onPoster := q.kick != nil
+	q.mu.Unlock()
+	if onPoster != p.d.caps.softRoCE {
+		t.Errorf("a 4 KiB Send on %s went to the poster: %t; want %t (post.go: the poster posts everything on rxe, the caller elsewhere)",
+			p.d.name, onPoster, p.d.caps.softRoCE)
 	}
 }

@@ -165,15 +165,17 @@ func dialLinuxLike(t *testing.T) *labPair {
 
 }
 
-// TestPostSendPoster: on soft-RoCE every send chain is handed to the
-// connection's poster goroutine, because rxe's requester runs inside
-// ibv_post_send and would hold the caller (post.go); on any other device
-// the caller posts it (a doorbell). A small Send, which went to the
-// poster only from 64 KiB of RDMA Write or Read up before: it arrives
-// intact either way, and the poster exists exactly on rxe.
+// TestPostSendPoster: on soft-RoCE a send chain that moves a page or more
+// is handed to the connection's poster goroutine, because rxe's requester
+// runs inside ibv_post_send and would hold the caller (post.go); a
+// smaller one, and any chain on another device, is posted by the caller
+// (a doorbell). A 200-byte Send (an RPC call), then a 4 KiB one (a READ
+// reply's size, which went to the poster only from 64 KiB of RDMA Write
+// or Read up before): both arrive intact, the poster does not exist
+// after the first and exists after the second exactly on rxe.
 func TestPostSendPoster(t *testing.T) {
 	p := dialLinuxLike(t)
-	const size = 4 << 10
+	const size = softPostBytes
 	mem, err := verbs.Alloc(2 * size)
 	if err != nil {
 		t.Fatal(err)
@@ -193,36 +195,39 @@ func TestPostSendPoster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dmr.Deregister()
-	if err := p.cli.PostRecv(&verbs.RecvWR{ID: 1, SGL: []verbs.SGE{{Buf: dst, LKey: dmr.LKey()}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.srv.PostSend(&verbs.SendWR{ID: 2, Op: verbs.OpSend, Signal: true,
-		SGL: []verbs.SGE{{Buf: src, LKey: smr.LKey()}}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []struct {
-		cq   verbs.CQ
-		what string
-	}{{p.scq, "the Send"}, {p.ccq, "its receive"}} {
-		var wc [1]verbs.WC
-		for w.cq.Poll(wc[:]) == 0 {
-			if err := w.cq.Wait(p.ctx); err != nil {
-				t.Fatalf("waiting for %s's completion: %v", w.what, err)
+	q := &p.srv.(*conn).sq
+	for i, n := range []int{200, size} {
+		clear(dst)
+		if err := p.cli.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{{Buf: dst, LKey: dmr.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.srv.PostSend(&verbs.SendWR{ID: uint64(i), Op: verbs.OpSend, Signal: true,
+			SGL: []verbs.SGE{{Buf: src[:n], LKey: smr.LKey()}}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct {
+			cq   verbs.CQ
+			what string
+		}{{p.scq, "the Send"}, {p.ccq, "its receive"}} {
+			var wc [1]verbs.WC
+			for w.cq.Poll(wc[:]) == 0 {
+				if err := w.cq.Wait(p.ctx); err != nil {
+					t.Fatalf("%d bytes: waiting for %s's completion: %v", n, w.what, err)
+				}
+			}
+			if wc[0].Status != verbs.StatusSuccess {
+				t.Fatalf("%d bytes: %s completed with %v", n, w.what, wc[0].Status)
 			}
 		}
-		if wc[0].Status != verbs.StatusSuccess {
-			t.Fatalf("%s completed with %v", w.what, wc[0].Status)
+		if !bytes.Equal(dst[:n], src[:n]) {
+			t.Fatalf("a Send of %d bytes completed but the received bytes differ", n)
 		}
-	}
-	if !bytes.Equal(dst, src) {
-		t.Fatal("the Send completed but the received bytes differ")
-	}
-	q := &p.srv.(*conn).sq
-	q.mu.Lock()
-	onPoster := q.kick != nil
-	q.mu.Unlock()
-	if onPoster != p.d.caps.softRoCE {
-		t.Errorf("a 4 KiB Send on %s went to the poster: %t; want %t (post.go: the poster posts everything on rxe, the caller elsewhere)",
-			p.d.name, onPoster, p.d.caps.softRoCE)
+		q.mu.Lock()
+		onPoster := q.kick != nil
+		q.mu.Unlock()
+		if want := n >= softPostBytes && p.d.caps.softRoCE; onPoster != want {
+			t.Errorf("after a Send of %d bytes on %s the poster exists: %t; want %t (post.go: on rxe the poster posts chains from softPostBytes, the caller the rest and everything elsewhere)",
+				n, p.d.name, onPoster, want)
+		}
 	}
 }

@@ -9,7 +9,7 @@
 // channel serviced by the Go runtime poller), cm.go (listen, dial, accept,
 // reject), qp.go (the connection's queue pair and work request posting),
 // post.go (who calls ibv_post_send: the caller, or the connection's poster
-// goroutine on rxe), queue.go (the Go side of send and receive
+// goroutine for chains of 4 KiB or more on rxe), queue.go (the Go side of send and receive
 // queues: id rings, C work request arrays),
 // cq.go (completion queues and their channels), pd.go, mr.go, srq.go,
 // errors.go (status and errno mapping), shim.c (small C helpers: one cgo
@@ -37,15 +37,16 @@
 //     connect request or reply leaves. Disconnect and a peer's disconnect
 //     move the QP to the error state themselves, which flushes every
 //     outstanding work request.
-//   - On soft-RoCE (rxe) every send chain is posted by the connection's
-//     poster goroutine and PostSend returns before the device has it: a
-//     user QP's requester work (segmenting, copying, ICRC) runs inside
-//     ibv_post_send, and so does a Read's whole transfer when the peer is
-//     on the same rxe device; it would stall the caller's next work. The
-//     device sees every chain in PostSend order. If a queued post fails,
-//     the QP goes to the error state, the chains not posted complete with
-//     StatusFlushed, and PostSend fails from then on (post.go). On other
-//     devices the caller posts (a doorbell).
+//   - On soft-RoCE (rxe) a send chain that moves 4 KiB or more is posted
+//     by the connection's poster goroutine and PostSend returns before
+//     the device has it: a user QP's requester work (segmenting, copying,
+//     ICRC) runs inside ibv_post_send, and so does a Read's whole transfer
+//     when the peer is on the same rxe device; it would stall the caller's
+//     next work. Later chains queue behind it (the device sees every chain
+//     in PostSend order). If a queued post fails, the QP goes to the error
+//     state, the chains not posted complete with StatusFlushed, and
+//     PostSend fails from then on (post.go). Smaller chains, and every
+//     chain on other devices, are posted by the caller (a doorbell).
 //   - Local scatter/gather entries are checked against the PD's regions at
 //     post time (ErrInvalidSGE) because devices disagree on how they report
 //     a bad receive SGE (rxe says "local QP operation error").

@@ -37,13 +37,18 @@ import (
 // random read: 42% of the reader's time in gw_post_send, the engine 11%
 // waiting for the send queue's lock), while the replies behind it waited
 // in the socket: 14 ms mean from a call's write to its reply's read,
-// against knfsd's 1.9 ms on the wire (tshark rpc,srt). So on rxe every
-// chain is handed to the connection's poster goroutine and PostSend
-// returns at once: the caller goes on to its next reply while the poster
-// does the protocol work, and the poster posts what queued meanwhile in
-// one call (4 KiB random read in the lab, six alternated runs each:
-// 467-758 IOPS, median 647, posted by the caller; 713-1340, median 888,
-// by the poster).
+// against knfsd's 1.9 ms on the wire (tshark rpc,srt). So on rxe a chain
+// that moves softPostBytes or more (its SGEs, any opcode) is handed to
+// the connection's poster goroutine and PostSend returns at once: the
+// caller goes on to its next reply while the poster does the protocol
+// work, and the poster posts what queued meanwhile in one call (4 KiB
+// random read in the lab, six alternated runs each: 467-758 IOPS, median
+// 647, posted by the caller; 713-1340, median 888, by the poster). A
+// smaller chain (a call, or a reply that fits one small Send) is posted
+// by the caller when nothing is queued ahead of it: with every chain on
+// the poster, the reverse gateway's calls (Sends of about 200 bytes)
+// waited for the poster's wake-up, and its 1 MiB writes through knfsd
+// fell from 34-37 to 30-35 MiB/s in three alternated pairs.
 //
 // Only on rxe (device caps softRoCE). Elsewhere the post is a doorbell
 // (the device, or siw's kernel thread, does the work), so a hand-off
@@ -74,6 +79,10 @@ import (
 //   - destroy stops the poster and waits for a post in progress (postMu)
 //     before it destroys the QP.
 
+// softPostBytes is the size from which a chain goes to the poster on rxe:
+// a page, the NFS client's I/O unit.
+const softPostBytes = 4 << 10
+
 // wrsAt and scratchAt address slot s of the C arrays.
 func (q *sendQueue) wrsAt(s uint64) *C.struct_gw_swr {
 	return (*C.struct_gw_swr)(unsafe.Add(unsafe.Pointer(q.wrs), uintptr(s)*unsafe.Sizeof(C.struct_gw_swr{})))
@@ -100,7 +109,7 @@ func (q *sendQueue) post(qp *C.struct_ibv_qp, first, last uint64) (uint64, error
 }
 
 // kickPoster wakes the connection's poster, starting it on first use
-// (connections on other devices than rxe have none). mu is held.
+// (connections that never post softPostBytes on rxe have none). mu is held.
 func (c *conn) kickPoster() {
 	q := &c.sq
 	if q.kick == nil {

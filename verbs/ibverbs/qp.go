@@ -260,9 +260,12 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	if q.failed != nil {
 		return q.failed
 	}
-	n := 0
+	n, bytes := 0, 0
 	for w := wr; w != nil; w = w.Next {
 		n++
+		for _, s := range w.SGL {
+			bytes += len(s.Buf)
+		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull
@@ -272,11 +275,11 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	}
 	first := q.head
 	q.head += uint64(n)
-	if !c.dev.caps.softRoCE && q.sent == first && q.postMu.TryLock() {
+	if (bytes < softPostBytes || !c.dev.caps.softRoCE) && q.sent == first && q.postMu.TryLock() {
 		// Nothing queued ahead and no post in progress: post here.
-		// On rxe the poster posts everything: the requester's work
-		// runs inside the post (post.go). Elsewhere the post is a
-		// doorbell and nothing is queued.
+		// On rxe a chain moving a page or more goes to the poster:
+		// the requester's work runs inside the post (post.go).
+		// Elsewhere the post is a doorbell and nothing is queued.
 		done, err := q.post(c.qp, first, q.head)
 		q.sent = first + done
 		q.head = q.sent // what the device did not take was not posted
@@ -379,9 +382,12 @@ func (c *conn) postRecv(wr *verbs.RecvWR) error {
 	if c.qp == nil {
 		return verbs.ErrNotConnected
 	}
-	n := 0
+	n, bytes := 0, 0
 	for w := wr; w != nil; w = w.Next {
 		n++
+		for _, s := range w.SGL {
+			bytes += len(s.Buf)
+		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull

@@ -162,7 +162,6 @@ func dialLinuxLike(t *testing.T) *labPair {
 	}
 	t.Cleanup(func() { a.c.Close() })
 	return &labPair{ctx: ctx, d: d, pd: pd, scq: scq, ccq: ccq, cli: cli, srv: a.c}
-
 }
 
 // TestPostSendPoster: on soft-RoCE a send chain that moves a page or more

@@ -382,12 +382,9 @@ func (c *conn) postRecv(wr *verbs.RecvWR) error {
 	if c.qp == nil {
 		return verbs.ErrNotConnected
 	}
-	n, bytes := 0, 0
+	n := 0
 	for w := wr; w != nil; w = w.Next {
 		n++
-		for _, s := range w.SGL {
-			bytes += len(s.Buf)
-		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull

@@ -41,7 +41,7 @@ SIZE=${E2E_PERF_MIB:-128}
 command -v fio > /dev/null || { result perf SKIP 0 "fio not installed"; exit 0; }
 tstep setup_rxe setup_rxe dummy || lab_fail "setup_rxe"
 tstep setup_knfsd setup_knfsd rdma || lab_fail "setup_knfsd"
-declare -A BW IOPS LINV GWPID
+declare -A BW IOPS LINV GWPID CORES GWCORES
 transports="tcp rdma"
 INLINE=${E2E_PERF_INLINE:-}
 if [ -n "$INLINE" ]; then
@@ -85,6 +85,14 @@ cpu_report() {
         tot = $13 - $7; if (tot <= 0) tot = 1
         printf "PERFCPU %-4s %-9s busy %3.0f%% user %3.0f%% sys %3.0f%% softirq %3.0f%% of %d vCPU, gateway %3.0f%% of one\n",
             $1, $2, 100*($9-$3)/tot, 100*($10-$4)/tot, 100*($11-$5)/tot, 100*($12-$6)/tot, n, 100*n*($14-$8)/tot }'
+}
+
+# cpu_cores BEFORE AFTER: "busy gateway", the vCPUs' busy time and the
+# gateway's over the job, in cores (1.5: one and a half vCPUs busy on
+# average), for the CPU-per-operation table
+cpu_cores() {
+    echo "$1 $2" | awk -v n="$(nproc)" '{ tot = $11 - $5; if (tot <= 0) tot = 1
+        printf "%.4f %.4f\n", n*($7-$1)/tot, n*($12-$6)/tot }'
 }
 
 # lat_sums ADDR: "calls call_s backend_calls backend_s" from the
@@ -136,6 +144,7 @@ run_fio() {
     c1=$(cpu_ticks "${GWPID[$t]:-}")
     [ ${#prof[@]} = 0 ] || mv "/tmp/perf-$t-$w.data" "$OUT/"
     cpu_report "$t" "$w" "$c0" "$c1" | tee -a "$OUT/cpu.txt"
+    read -r "CORES[$t.$w]" "GWCORES[$t.$w]" < <(cpu_cores "$c0" "$c1")
     [ -z "$maddr" ] || { l1=$(lat_sums "$maddr"); lat_report "$t" "$w" "$l0" "$l1" | tee -a "$OUT/cpu.txt"; }
     echo "$out" >> "$OUT/fio-perf.txt"
     BW[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.1f", $(f+1)/1024}')
@@ -165,6 +174,14 @@ for t in $transports; do
 done
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 == 0) print "-"; else printf "%.2f", a/b }'; }
+# cpu_per_op T W [ARRAY]: microseconds of CPU per operation of transport
+# T in workload W (ARRAY: CORES, the guest's, or GWCORES, the gateway's),
+# "-" when the job did not run
+cpu_per_op() {
+    local -n cores=${3:-CORES}
+    local c=${cores[$1.$2]:-} ops=${IOPS[$1.$2]:-}
+    awk -v c="$c" -v o="$ops" 'BEGIN{ if (c == "" || o+0 == 0) print "-"; else printf "%.0f", 1e6*c/o }'
+}
 # ahead ADDR: MiB of READ data the gateway with metrics at ADDR wrote
 # ahead of its replies (rdma.cut_through), "-" if it does not answer
 ahead() { curl -sf "http://$1/metrics" | awk '/^rdmagw_reply_bytes_written_ahead_total/ { s += $2; n++ }
@@ -179,6 +196,19 @@ ahead() { curl -sf "http://$1/metrics" | awk '/^rdmagw_reply_bytes_written_ahead
             x=${BW[tcp.$w]:-} y=${BW[rdma.$w]:-} z=${BW[gw.$w]:-}; fi
         printf 'PERF %-22s %10s %10s %10s %9s %9s %9s\n' "$label" "${x:--}" "${y:--}" "${z:--}" \
             "$(ratio "$y" "$x")" "$(ratio "$z" "$y")" "$(ratio "$z" "$x")"
+    done
+    # The guest's CPU per operation (all vCPUs' busy time over the job,
+    # tick-based, divided by the job's ops: fio, the kernel client, rxe,
+    # knfsd and the gateway together), of it the gateway process's, and
+    # the ratio of the two paths' costs: what gw/rdma would be if both ran
+    # the guest's vCPUs flat out. A gateway path costs about the RDMA
+    # path's work plus the TCP path's (its client side and knfsd's NFS work
+    # once): where the table's ratio is below a target, the target is
+    # beyond this lab's CPU, whatever the gateway's latency.
+    printf 'PERF %-22s %10s %10s %10s %9s %9s\n' "guest CPU per op (us)" tcp rdma gw "gw itself" "rdma/gw"
+    for w in seqwrite seqread randread; do
+        x=$(cpu_per_op tcp $w) y=$(cpu_per_op rdma $w) z=$(cpu_per_op gw $w) g=$(cpu_per_op gw $w GWCORES)
+        printf 'PERF %-22s %10s %10s %10s %9s %9s\n' "$w" "$x" "$y" "$z" "$g" "$(ratio "$y" "$z")"
     done
     # Send With Invalidate spares the client these (svcrdma and rdmagw both use it)
     printf 'PERF %-22s %10s %10s %10s\n' "LOCAL_INV/chunked RPC" - "${LINV[rdma]:--}" "${LINV[gw]:--}"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -63,17 +62,23 @@ func TestDialerKeepsPortOrSaysWhy(t *testing.T) {
 	default:
 		t.Fatalf("second dial from port %d (samePort %v, portErr %v), first from %d: want the same port", port(c2), d.samePort, d.portErr, p1)
 	}
-	p2 := port(c2)
 	closed(c2)
 
 	// A listener on the port: SO_REUSEADDR does not share a port with a
-	// listening socket, so the dialer must fall back.
+	// listening socket, so the dialer must fall back. The listener takes a
+	// port of its own (bind to port 0 picks one no socket uses) and the
+	// dialer is pointed at it as its previous port: c2's port cannot be
+	// held reliably, because connect() shares an ephemeral port among
+	// connections to different destinations, and this package's other
+	// tests run beside this one (a CI run failed here with EADDRINUSE).
 	lc := net.ListenConfig{Control: setReuseAddr}
-	hold, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p2)))
+	hold, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("hold port %d: %v", p2, err)
+		t.Fatalf("hold a port: %v", err)
 	}
 	defer hold.Close()
+	p2 := hold.Addr().(*net.TCPAddr).Port
+	d.lastLocal = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p2}
 	c3, err := d.dial(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@
 // channel serviced by the Go runtime poller), cm.go (listen, dial, accept,
 // reject), qp.go (the connection's queue pair and work request posting),
 // post.go (who calls ibv_post_send: the caller, or the connection's poster
-// goroutine for chains of 4 KiB or more on rxe), queue.go (the Go side of send and receive
-// queues: id rings, C work request arrays),
+// goroutine for chains of 4 KiB or more on rxe), queue.go (the Go side of
+// send and receive queues: id rings, C work request arrays),
 // cq.go (completion queues and their channels), pd.go, mr.go, srq.go,
 // errors.go (status and errno mapping), shim.c (small C helpers: one cgo
 // call per post, poll or event).

@@ -260,22 +260,20 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	if q.failed != nil {
 		return q.failed
 	}
-	n, bytes := 0, 0
+	n := 0
 	for w := wr; w != nil; w = w.Next {
 		n++
-		for _, s := range w.SGL {
-			bytes += len(s.Buf)
-		}
 	}
 	if n > q.size-int(q.head-q.tail) {
 		return verbs.ErrQueueFull
 	}
-	if err := c.fillSend(wr); err != nil {
+	moved, err := c.fillSend(wr)
+	if err != nil {
 		return err
 	}
 	first := q.head
 	q.head += uint64(n)
-	if (bytes < softPostBytes || !c.dev.caps.softRoCE) && q.sent == first && q.postMu.TryLock() {
+	if (moved < softPostBytes || !c.dev.caps.softRoCE) && q.sent == first && q.postMu.TryLock() {
 		// Nothing queued ahead and no post in progress: post here.
 		// On rxe a chain moving a page or more goes to the poster:
 		// the requester's work runs inside the post (post.go).
@@ -290,23 +288,24 @@ func (c *conn) PostSend(wr *verbs.SendWR) error {
 	return nil
 }
 
-// fillSend writes the chain into the slots from head on; q.mu is held
-// and the queue has room.
-func (c *conn) fillSend(wr *verbs.SendWR) error {
+// fillSend writes the chain into the slots from head on and returns the
+// bytes its SGEs move (post.go: softPostBytes); q.mu is held and the
+// queue has room.
+func (c *conn) fillSend(wr *verbs.SendWR) (int, error) {
 	q := &c.sq
 	ws := unsafe.Slice(q.wrs, q.size)
 	sges := unsafe.Slice(q.sges, q.size*q.maxSGE)
-	seq := q.head
+	seq, moved := q.head, 0
 	for w := wr; w != nil; w = w.Next {
 		opcode, write, err := sendOpcode(w.Op)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if len(w.SGL) > q.maxSGE {
-			return fmt.Errorf("%w: %d SGEs in one work request, MaxSGE is %d", verbs.ErrInvalidSGE, len(w.SGL), q.maxSGE)
+			return 0, fmt.Errorf("%w: %d SGEs in one work request, MaxSGE is %d", verbs.ErrInvalidSGE, len(w.SGL), q.maxSGE)
 		}
 		if rd := c.dev.caps.maxSGERd; w.Op == verbs.OpRDMARead && rd > 0 && len(w.SGL) > rd {
-			return fmt.Errorf("%w: %d SGEs in one RDMA Read, the device (%s) scatters a Read into at most %d",
+			return 0, fmt.Errorf("%w: %d SGEs in one RDMA Read, the device (%s) scatters a Read into at most %d",
 				verbs.ErrInvalidSGE, len(w.SGL), c.dev.name, rd)
 		}
 		slot := int(seq % uint64(q.size))
@@ -320,15 +319,16 @@ func (c *conn) fillSend(wr *verbs.SendWR) error {
 		x.remote_addr, x.rkey, x.inv_rkey = C.uint64_t(w.RemoteAddr), C.uint32_t(w.RKey), C.uint32_t(w.InvalidateRKey)
 		off := slot * q.maxSGE
 		x.sge_off = C.uint32_t(off)
-		k, err := fillSGEs(c.pd, sges[off:off+q.maxSGE], w.SGL, write)
+		k, b, err := fillSGEs(c.pd, sges[off:off+q.maxSGE], w.SGL, write)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		x.num_sge = C.uint32_t(k)
 		q.ring[slot] = sendSlot{id: w.ID, op: w.Op}
 		seq++
+		moved += b
 	}
-	return nil
+	return moved, nil
 }
 
 func sendOpcode(op verbs.Opcode) (C.uint32_t, bool, error) {
@@ -346,13 +346,12 @@ func sendOpcode(op verbs.Opcode) (C.uint32_t, bool, error) {
 }
 
 // fillSGEs checks sgl against the PD and copies its non-empty entries into
-// dst, returning how many it wrote. (A zero-length SGE means 2 GiB to some
-// devices, so empty entries are left out.)
-func fillSGEs(p *pd, dst []C.struct_ibv_sge, sgl []verbs.SGE, write bool) (int, error) {
-	k := 0
+// dst, returning how many it wrote and their bytes. (A zero-length SGE
+// means 2 GiB to some devices, so empty entries are left out.)
+func fillSGEs(p *pd, dst []C.struct_ibv_sge, sgl []verbs.SGE, write bool) (k, bytes int, err error) {
 	for _, s := range sgl {
 		if err := p.checkSGE(s, write); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if len(s.Buf) == 0 {
 			continue
@@ -361,8 +360,9 @@ func fillSGEs(p *pd, dst []C.struct_ibv_sge, sgl []verbs.SGE, write bool) (int, 
 		dst[k].length = C.uint32_t(len(s.Buf))
 		dst[k].lkey = C.uint32_t(s.LKey)
 		k++
+		bytes += len(s.Buf)
 	}
-	return k, nil
+	return k, bytes, nil
 }
 
 func (c *conn) PostRecv(wr *verbs.RecvWR) error {
@@ -396,7 +396,7 @@ func (c *conn) postRecv(wr *verbs.RecvWR) error {
 		if len(w.SGL) > q.maxSGE {
 			return fmt.Errorf("%w: %d SGEs in one receive, MaxSGE is %d", verbs.ErrInvalidSGE, len(w.SGL), q.maxSGE)
 		}
-		k, err := fillSGEs(c.pd, sges[off:], w.SGL, true)
+		k, _, err := fillSGEs(c.pd, sges[off:], w.SGL, true)
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func (s *srq) PostRecv(wr *verbs.RecvWR) error {
 		if len(w.SGL) > s.maxSGE {
 			return fmt.Errorf("%w: %d SGEs in one receive, the SRQ takes %d", verbs.ErrInvalidSGE, len(w.SGL), s.maxSGE)
 		}
-		k, err := fillSGEs(s.pd, sges[off:], w.SGL, true)
+		k, _, err := fillSGEs(s.pd, sges[off:], w.SGL, true)
 		if err != nil {
 			return err
 		}

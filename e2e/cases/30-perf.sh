@@ -77,22 +77,21 @@ cpu_ticks() {
     if [ -n "${1:-}" ]; then awk '{ print $14+$15 }' "/proc/$1/stat" 2>/dev/null || echo 0; else echo 0; fi
 }
 
-# cpu_report T W BEFORE AFTER: one PERFCPU line, % of the job's jiffies
-# (a user-space gateway's jiffies count in user/sys, rxe's work in softirq
-# or in the caller's sys)
-cpu_report() {
-    echo "$1 $2 $3 $4" | awk -v n="$(nproc)" '{
-        tot = $13 - $7; if (tot <= 0) tot = 1
-        printf "PERFCPU %-4s %-9s busy %3.0f%% user %3.0f%% sys %3.0f%% softirq %3.0f%% of %d vCPU, gateway %3.0f%% of one\n",
-            $1, $2, 100*($9-$3)/tot, 100*($10-$4)/tot, 100*($11-$5)/tot, 100*($12-$6)/tot, n, 100*n*($14-$8)/tot }'
+# cpu_delta BEFORE AFTER: "busy user system softirq gateway" over the
+# job, in cores (1.5: one and a half vCPUs busy on average; a user-space
+# gateway's time counts in user/sys, rxe's work in softirq or in the
+# caller's sys)
+cpu_delta() {
+    echo "$1 $2" | awk -v n="$(nproc)" '{ tot = $11 - $5; if (tot <= 0) tot = 1
+        printf "%.6f %.6f %.6f %.6f %.6f\n", n*($7-$1)/tot, n*($8-$2)/tot, n*($9-$3)/tot, n*($10-$4)/tot, n*($12-$6)/tot }'
 }
 
-# cpu_cores BEFORE AFTER: "busy gateway", the vCPUs' busy time and the
-# gateway's over the job, in cores (1.5: one and a half vCPUs busy on
-# average), for the CPU-per-operation table
-cpu_cores() {
-    echo "$1 $2" | awk -v n="$(nproc)" '{ tot = $11 - $5; if (tot <= 0) tot = 1
-        printf "%.4f %.4f\n", n*($7-$1)/tot, n*($12-$6)/tot }'
+# cpu_report T W DELTA: one PERFCPU line from cpu_delta's answer, % of all
+# vCPUs and the gateway's % of one
+cpu_report() {
+    echo "$1 $2 $3" | awk -v n="$(nproc)" '{
+        printf "PERFCPU %-4s %-9s busy %3.0f%% user %3.0f%% sys %3.0f%% softirq %3.0f%% of %d vCPU, gateway %3.0f%% of one\n",
+            $1, $2, 100*$3/n, 100*$4/n, 100*$5/n, 100*$6/n, n, 100*$7 }'
 }
 
 # lat_sums ADDR: "calls call_s backend_calls backend_s" from the
@@ -119,7 +118,7 @@ lat_report() {
 
 # run_fio T W: one workload on the mount of transport T; fills BW/IOPS
 run_fio() {
-    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin rw bs qd out fld c0 c1 prof
+    local t=$1 w=$2 f=/mnt/perf_$1/perf.bin rw bs qd out fld c0 c1 d prof
     case $w in
         seqwrite) rw=write bs=1M qd=8 ;;
         seqread)  rw=read  bs=1M qd=8 ;;
@@ -143,8 +142,9 @@ run_fio() {
         { echo "fio $t $w failed"; return 1; }
     c1=$(cpu_ticks "${GWPID[$t]:-}")
     [ ${#prof[@]} = 0 ] || mv "/tmp/perf-$t-$w.data" "$OUT/"
-    cpu_report "$t" "$w" "$c0" "$c1" | tee -a "$OUT/cpu.txt"
-    read -r "CORES[$t.$w]" "GWCORES[$t.$w]" < <(cpu_cores "$c0" "$c1")
+    d=$(cpu_delta "$c0" "$c1")
+    cpu_report "$t" "$w" "$d" | tee -a "$OUT/cpu.txt"
+    read -r "CORES[$t.$w]" _ _ _ "GWCORES[$t.$w]" <<< "$d"
     [ -z "$maddr" ] || { l1=$(lat_sums "$maddr"); lat_report "$t" "$w" "$l0" "$l1" | tee -a "$OUT/cpu.txt"; }
     echo "$out" >> "$OUT/fio-perf.txt"
     BW[$t.$w]=$(echo "$out" | awk -F';' -v f="$fld" '{printf "%.1f", $(f+1)/1024}')
@@ -174,13 +174,10 @@ for t in $transports; do
 done
 
 ratio() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN{ if (a == "" || b == "" || b+0 == 0) print "-"; else printf "%.2f", a/b }'; }
-# cpu_per_op T W [ARRAY]: microseconds of CPU per operation of transport
-# T in workload W (ARRAY: CORES, the guest's, or GWCORES, the gateway's),
-# "-" when the job did not run
+# cpu_per_op CORES OPS: microseconds of CPU per operation, CORES busy at
+# OPS operations a second; "-" when the job did not run
 cpu_per_op() {
-    local -n cores=${3:-CORES}
-    local c=${cores[$1.$2]:-} ops=${IOPS[$1.$2]:-}
-    awk -v c="$c" -v o="$ops" 'BEGIN{ if (c == "" || o+0 == 0) print "-"; else printf "%.0f", 1e6*c/o }'
+    awk -v c="${1:-}" -v o="${2:-}" 'BEGIN{ if (c == "" || o+0 == 0) print "-"; else printf "%.0f", 1e6*c/o }'
 }
 # ahead ADDR: MiB of READ data the gateway with metrics at ADDR wrote
 # ahead of its replies (rdma.cut_through), "-" if it does not answer
@@ -207,7 +204,8 @@ ahead() { curl -sf "http://$1/metrics" | awk '/^rdmagw_reply_bytes_written_ahead
     # beyond this lab's CPU, whatever the gateway's latency.
     printf 'PERF %-22s %10s %10s %10s %9s %9s\n' "guest CPU per op (us)" tcp rdma gw "gw itself" "rdma/gw"
     for w in seqwrite seqread randread; do
-        x=$(cpu_per_op tcp $w) y=$(cpu_per_op rdma $w) z=$(cpu_per_op gw $w) g=$(cpu_per_op gw $w GWCORES)
+        x=$(cpu_per_op "${CORES[tcp.$w]:-}" "${IOPS[tcp.$w]:-}") y=$(cpu_per_op "${CORES[rdma.$w]:-}" "${IOPS[rdma.$w]:-}")
+        z=$(cpu_per_op "${CORES[gw.$w]:-}" "${IOPS[gw.$w]:-}") g=$(cpu_per_op "${GWCORES[gw.$w]:-}" "${IOPS[gw.$w]:-}")
         printf 'PERF %-22s %10s %10s %10s %9s %9s\n' "$w" "$x" "$y" "$z" "$g" "$(ratio "$y" "$z")"
     done
     # Send With Invalidate spares the client these (svcrdma and rdmagw both use it)

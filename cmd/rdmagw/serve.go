@@ -267,6 +267,7 @@ func (d *daemon) ready(bg context.Context) {
 // returns; its result is serve's exit code.
 func (d *daemon) loop(serveDone <-chan error, stopBG context.CancelFunc) int {
 	var drainDone chan gateway.DrainResult // not nil once draining
+	drained := false                       // its result is reported
 	var stopDrain context.CancelFunc = func() {}
 	defer func() { stopDrain() }()
 	for {
@@ -289,8 +290,15 @@ func (d *daemon) loop(serveDone <-chan error, stopBG context.CancelFunc) int {
 			}
 		case res := <-drainDone:
 			d.emit(event{kind: evDrained, drain: res})
-			drainDone = make(chan gateway.DrainResult) // done; Serve returns next
+			drained = true // Serve returns next
 		case serveErr := <-serveDone:
+			if drainDone != nil && !drained {
+				// The drain's end and Serve's return can be ready
+				// at once and select picks either: report the drain
+				// first (nothing is left for it to wait for).
+				stopDrain()
+				d.emit(event{kind: evDrained, drain: <-drainDone})
+			}
 			stopBG()
 			return d.stopped(serveErr, drainDone != nil)
 		}

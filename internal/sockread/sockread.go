@@ -87,11 +87,11 @@ type Reader struct {
 // asks the kernel for TCP_INQ and waits without a read after one that
 // left the socket empty; without it every wait is preceded by the read
 // that returns EAGAIN (as with net.Conn), for a user that cannot bound
-// the reset case (see the package doc): verbs/iwarp, where a client
-// connection may see no write of ours after the peer's last message, so
-// nothing else would notice a reset right behind it. (The 70-siw hang
-// first blamed on this was the ibverbs bulk poster's, fixed there; no
-// reset case has been observed.)
+// the reset case (see the package doc). The users that skip bound it
+// themselves: gateway/forward by its next write or ping, verbs/iwarp
+// (whose client connections may write nothing after the peer's last
+// message) by a read deadline that ends every wait after a while, upon
+// which the next Run reads first.
 func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
 	r.fn = r.step
@@ -114,6 +114,10 @@ func (r *Reader) Run() error {
 	r.drained = false
 	return r.rc.Read(r.fn)
 }
+
+// SkipsEmpty reports whether waits go without the EAGAIN read: Init was
+// asked to and the kernel took TCP_INQ.
+func (r *Reader) SkipsEmpty() bool { return r.inq }
 
 // Reads is the number of read system calls made so far, Waits the number
 // of times Run waited for the socket (safe to call from any goroutine).

@@ -1,7 +1,11 @@
 package iwarp
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,5 +177,78 @@ func TestDisconnectFlushesAfterPendingRead(t *testing.T) {
 			waitDone(t, cli.conn)
 			waitDone(t, srv.conn)
 		})
+	}
+}
+
+// A reset right behind the peer's last message, with nothing of ours to
+// write after it, still ends the connection. The raw peer answers the MPA
+// Request, sends one Send and resets (SO_LINGER 0) before the dialer has
+// even read the Reply, so the receive run's first read takes the Send
+// with the socket's queue then empty (TCP_INQ 0) and the reset already
+// in: no edge will follow it, and only a later read can tell. The receive
+// side looks with a read at least every rxResetCheck (shortened here),
+// so the connection must end with the reset as its error, and the Send
+// must have landed whole first.
+func TestResetBehindLastMessageSeen(t *testing.T) {
+	defer func(d time.Duration) { rxResetCheck = d }(rxResetCheck)
+	rxResetCheck = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	msg := make([]byte, 77)
+	fill(msg, 0x42)
+	sent := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			sent <- err
+			return
+		}
+		defer nc.Close()
+		var req mpaFrame
+		if err := readMPAFrame(nc, &req); err != nil {
+			sent <- err
+			return
+		}
+		rep := mpaFrame{Reply: true, CRC: req.CRC, Rev: 2, Enhanced: true, IRD: 16, ORD: 16}
+		b, _ := appendMPAFrame(nil, &rep)
+		h := untagged(opSend, qnSend, 1)
+		h.Last = true
+		b = appendFPDU(b, h, msg, req.CRC)
+		if _, err := nc.Write(b); err != nil {
+			sent <- err
+			return
+		}
+		nc.(*net.TCPConn).SetLinger(0)
+		sent <- nc.Close() // the reset
+	}()
+	cli := newSide(t, New(Config{}))
+	in := cli.mem(t, 128, verbs.AccessLocalWrite)
+	opts := cli.opts(nil)
+	opts.InitialRecv = &verbs.RecvWR{ID: 9, SGL: []verbs.SGE{{Buf: in.Bytes(), LKey: in.LKey()}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := cli.dev.Dial(ctx, ln.Addr().String(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.conn = c
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	wc := wait(t, cli.rcq)
+	if wc.ID != 9 || wc.Status != verbs.StatusSuccess || wc.ByteLen != len(msg) {
+		t.Fatalf("receive %+v (conn err %v), want ID 9 success with %d bytes", wc, c.Err(), len(msg))
+	}
+	sameBytes(t, in.Bytes()[:len(msg)], msg)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * rxResetCheck):
+		t.Fatalf("connection still up %v after the peer's reset", 10*rxResetCheck)
+	}
+	if err := c.Err(); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("connection ended with %v, want the reset (ECONNRESET)", err)
 	}
 }

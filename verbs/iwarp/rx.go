@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,15 @@ import (
 // the current step needs more: so the stream can stop anywhere (inside a
 // header, a payload, a trailer) and resume there, which is what an event
 // loop needs of it. Any violation is answered with a Terminate naming the
-// offending segment. Each wait is preceded by the read that returns
-// EAGAIN: a reset right behind data would otherwise go unseen until our
-// next write, and a client connection may not have one (sockread's
-// package doc).
+// offending segment. A read that leaves the socket empty (TCP_INQ 0) is
+// followed by a wait, not by the read that would return EAGAIN
+// (sockread): one system call fewer per message received alone, -12%
+// time per op for a 4 KiB RDMA Read or Write (BenchmarkRead4K,
+// BenchmarkWrite4K at one proc). The one thing no read's answer tells, a
+// reset right behind the last data, raises no edge to wake the wait, and
+// a client connection may have nothing more to write that would fail on
+// it; so every wait ends after rxResetCheck, and the run looks with a
+// read (rxLoop).
 //
 // Ownership: rxState belongs to the receive goroutine. A region it places
 // into is held (m.use read-locked) from the start of that SGE's bytes to
@@ -71,6 +77,12 @@ const (
 )
 
 var rxBulkPool = sync.Pool{New: func() any { return new([rxBulkLen]byte) }}
+
+// rxResetCheck bounds how long a reset right behind the peer's last data
+// goes unseen on a connection that writes nothing after it: the longest
+// a receive run waits before it reads the socket anyway (one read and a
+// timer reset a second per connection; a variable for tests).
+var rxResetCheck = time.Second
 
 var errStop = errors.New("iwarp: receive stopped")
 
@@ -131,7 +143,7 @@ type rxState struct {
 	msgEnd int       // Send: the message's length once this segment is placed
 
 	// pump runs the state machine inside one RawConn.Read (sockread,
-	// with the EAGAIN read kept: see init); pumpErr is what ended it.
+	// skipping the EAGAIN read: see rxLoop); pumpErr is what ended it.
 	pump    sockread.Reader
 	pumpErr error
 	// staleCRC counts FPDUs of stale data for our zero-length Reads whose
@@ -147,7 +159,7 @@ func (x *rxState) init(c *conn) {
 	x.msn = [3]uint32{1, 1, 1}
 	x.cur.sgl = make([]verbs.SGE, 0, c.maxSGE+defaultMaxSGE)
 	x.rtr = !c.neg.awaitRTR
-	x.pump.Init(c.rc, x, false) // a reset behind data must not go unseen (sockread)
+	x.pump.Init(c.rc, x, true) // rxLoop bounds the reset case
 }
 
 // grow gives the buffer its bulk size. Called only with the buffer
@@ -175,9 +187,17 @@ func (c *conn) rxLoop() {
 	x := &c.rx
 	for c.live.Load() {
 		x.pumpErr = nil
+		if x.pump.SkipsEmpty() {
+			// A run that starts reads first: after a wait cut
+			// short here, that read sees a reset no edge announced.
+			c.tc.SetReadDeadline(time.Now().Add(rxResetCheck))
+		}
 		err := x.pump.Run()
 		if err == nil {
 			err = x.pumpErr
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.live.Load() {
+			continue // rxResetCheck's, not fail's (which ends live first)
 		}
 		if err != nil {
 			if !errors.Is(err, errStop) {

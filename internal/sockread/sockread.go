@@ -74,6 +74,7 @@ type Reader struct {
 	fn      func(fd uintptr) bool // step, bound once
 	inq     bool                  // TCP_INQ is on: reads say what is left
 	drained bool                  // the last read left the socket empty: wait first
+	queued  bool                  // the last read left data in the socket (Queued)
 	// recvmsg's and readv's arguments, kept here so that a read
 	// allocates nothing.
 	msg   unix.Msghdr
@@ -111,13 +112,18 @@ func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 func (r *Reader) Run() error {
 	// RawConn.Read starts by forgetting the socket's readiness: the
 	// first read of the call must look.
-	r.drained = false
+	r.drained, r.queued = false, false
 	return r.rc.Read(r.fn)
 }
 
 // SkipsEmpty reports whether waits go without the EAGAIN read: Init was
 // asked to and the kernel took TCP_INQ.
 func (r *Reader) SkipsEmpty() bool { return r.inq }
+
+// Queued reports, inside the Consumer's Next, whether the read that
+// follows finds data: the last read of this Run said (TCP_INQ) that the
+// socket held more. False without TCP_INQ, and before a Run's first read.
+func (r *Reader) Queued() bool { return r.queued }
 
 // Reads is the number of read system calls made so far, Waits the number
 // of times Run waited for the socket (safe to call from any goroutine).
@@ -154,7 +160,7 @@ func (r *Reader) step(fd uintptr) bool {
 			r.c.Got(0, io.EOF)
 			return true
 		}
-		r.drained = left == 0
+		r.drained, r.queued = left == 0, left > 0
 		if !r.c.Got(n, nil) {
 			return true
 		}

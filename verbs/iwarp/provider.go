@@ -46,7 +46,12 @@
 //     request/response exchange then costs no goroutine wake-up on either
 //     side. With several requests in flight the connection's transmit
 //     goroutine writes, gathering everything posted meanwhile into one
-//     writev. Config.TxMode chooses otherwise (TxGoroutine, TxGreedy).
+//     writev; except what a DirectCQ consumer posts while the receive
+//     goroutine runs it, which that goroutine writes itself, in one round
+//     before it next waits for the socket (no goroutine woken for it).
+//     Config.TxMode chooses otherwise (TxGoroutine, TxGreedy).
+//   - A TCP reset is seen when it comes, or at the latest a second later
+//     when it came right behind the peer's last data (rxResetCheck).
 //   - InitiatorDepth/ResponderResources of 0 mean the default of 16.
 package iwarp
 

@@ -58,6 +58,13 @@ const (
 // it. post says the caller is PostSend (else it is rx, answering Read
 // Requests or freeing an ORQ slot).
 func (c *conn) startTx(post bool) {
+	if post && c.rxConsuming || !post && c.rxOwed {
+		// rx transmits it with the direct consumer's posts
+		// (rxState.consume), its own work (!post) included.
+		c.rxOwed = true
+		c.mu.Unlock()
+		return
+	}
 	if c.txBusy {
 		c.mu.Unlock() // the holder looks for work before it lets go
 		return
@@ -119,10 +126,15 @@ const pipelineMemory = 8
 // With TxGreedy PostSend writes inline whenever the connection is
 // quiescent and rx whenever the goroutine is parked. Caller holds c.mu.
 func (c *conn) mayInline(post bool) bool {
+	owed := c.flushOwed
+	c.flushOwed = false
 	if c.txMode == TxGoroutine || c.state != stateLive || !c.rtrSeen || c.tx.pending != pendingNone {
 		return false
 	}
 	idle, quiescent := c.txIdle.Load(), c.orqHead == c.orqTail
+	if owed {
+		return idle // a direct consumer's posts, rx about to wait (rxState.consume)
+	}
 	if c.txMode == TxGreedy {
 		return idle && (quiescent || !post)
 	}

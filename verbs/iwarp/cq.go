@@ -88,6 +88,9 @@ func (c *cq) settle() {
 	}
 }
 
+// directOwed reports whether settle would run a direct consumer now.
+func (c *cq) directOwed() bool { return c.owed.Load() && c.direct.Load() != nil }
+
 // SetDirect installs the consumer settle runs (verbs.DirectCQ).
 func (c *cq) SetDirect(consume func() bool) {
 	if consume == nil {

@@ -117,12 +117,12 @@ func TestPostBehindReadResponsesNotPipelined(t *testing.T) {
 	c.sqTail++            // the one entry the PostSend now in startTx added
 	c.postN = 1
 	defer func() { c.sqTail--; c.txIdle.Store(true); c.pipelined = 0 }()
-	if c.mayInline(true) || c.pipelined != 0 {
+	if c.mayInline(true, false) || c.pipelined != 0 {
 		t.Errorf("post behind the goroutine's Read Responses: pipelined %d, want 0 (and not inline: the goroutine takes it)", c.pipelined)
 	}
 	c.sqTail++ // and one posted before it, still unsent
 	defer func() { c.sqTail-- }()
-	if c.mayInline(true) || c.pipelined != pipelineMemory {
+	if c.mayInline(true, false) || c.pipelined != pipelineMemory {
 		t.Errorf("post behind unsent work: pipelined %d, want %d", c.pipelined, pipelineMemory)
 	}
 }
@@ -426,11 +426,11 @@ func TestCoTPostBehindUnpolledPipelined(t *testing.T) {
 	c.sqTail++ // the one entry the PostSend now in startTx added
 	c.postN = 1
 	defer func() { c.sqTail--; c.pipelined = 0 }()
-	if !c.mayInline(true) || c.pipelined != 0 {
-		t.Fatalf("post on an idle connection, send CQ empty: inline %v, pipelined %d; want inline", c.mayInline(true), c.pipelined)
+	if !c.mayInline(true, false) || c.pipelined != 0 {
+		t.Fatalf("post on an idle connection, send CQ empty: inline %v, pipelined %d; want inline", c.mayInline(true, false), c.pipelined)
 	}
 	c.scq.push1(&verbs.WC{ID: 1})
-	if c.mayInline(true) || c.pipelined != pipelineMemory {
+	if c.mayInline(true, false) || c.pipelined != pipelineMemory {
 		t.Errorf("post with a completion unpolled: pipelined %d, want %d (and not inline)", c.pipelined, pipelineMemory)
 	}
 }

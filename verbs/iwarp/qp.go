@@ -143,9 +143,8 @@ type conn struct {
 	txBusy bool // a caller is transmitting inline (txinline.go)
 	// rxConsuming: the rx goroutine is running the CQs' direct
 	// consumers; a PostSend meanwhile leaves its work to rx (rxOwed),
-	// which transmits it later (rxState.consume). flushOwed: that
-	// transmission is under way, rx about to wait (mayInline).
-	rxConsuming, rxOwed, flushOwed bool
+	// which transmits it later (rxState.consume).
+	rxConsuming, rxOwed bool
 	// wcOwed: an inline round's completions (CompleteOnTransmit) found
 	// cqMu or the send CQ's room taken; they wait in wcTmp (or in the
 	// queue, retired by the next complete) for the tx goroutine.

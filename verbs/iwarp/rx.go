@@ -787,18 +787,24 @@ const rxOwedReads = 4
 // itself, instead of each PostSend kicking the tx goroutine (when Reads
 // are outstanding, pipelined). A kick readies a goroutine, and on every
 // ready the runtime wakes an idle thread for an idle P (wakep): at
-// GOMAXPROCS 2 that cost 0.4 futex calls and 0.45 context switches per
-// 4 KiB Read or Write and doubled their CPU per op (BenchmarkRead4KDirect
-// 21.6 µs against 6.9 at one proc, Write4KDirect 17.0 against 8.6).
-// With more data already in the socket (readNext) the posts wait for
-// the next reads' (up to rxOwedReads reads), so that one round carries
-// them all, as the tx goroutine's did; writing after every read cost
-// 0.25 more writev per op. Before rx waits, the round is written inline
-// when the tx goroutine is parked (flushOwed), else handed to it.
+// GOMAXPROCS 2 that cost 0.45 futex calls and 0.5 context switches per
+// 4 KiB Read or Write, and 3 to 3.5 times the CPU per op
+// (BenchmarkRead4KDirect 23.4 µs against 6.5 at one proc,
+// Write4KDirect 18.5 against 6.3; now 6.5 and 6.3 at both). With more
+// data already in the socket (readNext) the posts wait for the next
+// reads' (up to rxOwedReads reads), so that one round carries them all,
+// as the tx goroutine's did; writing after every read cost 0.25 more
+// writev per op. Before rx waits, the round is written inline when the
+// tx goroutine is parked (transmit's owed), else handed to it.
 func (x *rxState) consume(readNext bool) {
 	c := x.c
+	direct := c.rcq.directOwed() || c.scq.directOwed()
+	if !direct && x.owedReads == 0 {
+		c.settleCQs() // wakes Wait, if anything: no consumer here posts
+		return
+	}
 	c.mu.Lock()
-	c.rxConsuming = true
+	c.rxConsuming = direct
 	c.mu.Unlock()
 	c.settleCQs()
 	c.mu.Lock()
@@ -814,8 +820,7 @@ func (x *rxState) consume(readNext bool) {
 	}
 	x.owedReads = 0
 	c.rxOwed = false
-	c.flushOwed = !readNext
-	c.startTx(true)
+	c.transmit(true, !readNext)
 }
 
 // checkReadSource validates the source of a Read Request and records the

@@ -57,8 +57,13 @@ const (
 // goroutine, or inline (mayInline). Caller holds c.mu; startTx releases
 // it. post says the caller is PostSend (else it is rx, answering Read
 // Requests or freeing an ORQ slot).
-func (c *conn) startTx(post bool) {
-	if post && c.rxConsuming || !post && c.rxOwed {
+func (c *conn) startTx(post bool) { c.transmit(post, false) }
+
+// transmit is startTx; owed says the caller is rx transmitting a direct
+// consumer's posts before it waits (rxState.consume): inline whenever
+// the tx goroutine is parked (mayInline).
+func (c *conn) transmit(post, owed bool) {
+	if !owed && (post && c.rxConsuming || !post && c.rxOwed) {
 		// rx transmits it with the direct consumer's posts
 		// (rxState.consume), its own work (!post) included.
 		c.rxOwed = true
@@ -75,7 +80,7 @@ func (c *conn) startTx(post bool) {
 		c.mu.Unlock()
 		return
 	}
-	if !c.mayInline(post) {
+	if !c.mayInline(post, owed) {
 		c.mu.Unlock()
 		c.kick()
 		return
@@ -121,13 +126,13 @@ const pipelineMemory = 8
 // flight). rx writes only its Read
 // Responses, when the send queue holds nothing unsent: work posted by
 // others is the goroutine's, so rx goes back to reading instead of
-// carrying the engine's batches.
+// carrying the engine's batches; except (owed) what a direct consumer
+// posted while rx ran it, which rx writes whenever the goroutine is
+// parked, before it waits (rxState.consume).
 //
 // With TxGreedy PostSend writes inline whenever the connection is
 // quiescent and rx whenever the goroutine is parked. Caller holds c.mu.
-func (c *conn) mayInline(post bool) bool {
-	owed := c.flushOwed
-	c.flushOwed = false
+func (c *conn) mayInline(post, owed bool) bool {
 	if c.txMode == TxGoroutine || c.state != stateLive || !c.rtrSeen || c.tx.pending != pendingNone {
 		return false
 	}

@@ -72,16 +72,23 @@ func runWindow(tb testing.TB, cli *side, wrs []verbs.SendWR, wcs []verbs.WC, tot
 
 // windowWRs are window signaled work requests of op, each moving size
 // bytes between its own slice of a buffer of cli's and of srv's.
-func windowWRs(b *testing.B, cli, srv *side, op verbs.Opcode, size, window int) []verbs.SendWR {
-	remote := srv.mem(b, size*window, allAccess)
-	local := cli.mem(b, size*window, allAccess)
-	wrs := make([]verbs.SendWR, window)
+func windowWRs(tb testing.TB, cli, srv *side, op verbs.Opcode, size, window int) []verbs.SendWR {
+	wrs, _, _ := windowWRsMem(tb, cli, srv, op, size, window)
+	return wrs
+}
+
+// windowWRsMem is windowWRs, also returning the two buffers (local:
+// cli's).
+func windowWRsMem(tb testing.TB, cli, srv *side, op verbs.Opcode, size, window int) (wrs []verbs.SendWR, local, remote verbs.MR) {
+	remote = srv.mem(tb, size*window, allAccess)
+	local = cli.mem(tb, size*window, allAccess)
+	wrs = make([]verbs.SendWR, window)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{ID: uint64(i), Op: op, Signal: true,
 			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
 			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
 	}
-	return wrs
+	return wrs, local, remote
 }
 
 func benchTCP(b *testing.B, size int) {

@@ -171,16 +171,9 @@ func TestSettleAfterPost(t *testing.T) {
 func TestDirectConsumerPostsGoWithRx(t *testing.T) {
 	const window, size, total = 4, 4 << 10, 2000
 	cli, srv := pair(t, Config{}, "")
-	remote := srv.mem(t, window*size, allAccess)
-	local := cli.mem(t, window*size, allAccess)
+	wrs, local, remote := windowWRsMem(t, cli, srv, verbs.OpRDMARead, size, window)
 	for i := range window {
 		fill(remote.Bytes()[i*size:(i+1)*size], byte(17*i+1))
-	}
-	wrs := make([]verbs.SendWR, window)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMARead, Signal: true,
-			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
-			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
 	}
 	c := cli.conn.(*conn)
 	var (

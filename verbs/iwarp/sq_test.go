@@ -41,14 +41,7 @@ func TestSendQueueHoldsWhatIsInFlight(t *testing.T) {
 	cli, srv := newSide(t, p), newSide(t, p)
 	cli.sqWR = depth
 	connectSides(t, cli, srv, "")
-	remote := srv.mem(t, size*window, allAccess)
-	local := cli.mem(t, size*window, allAccess)
-	wrs := make([]verbs.SendWR, window)
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{ID: uint64(i), Op: verbs.OpRDMAWrite, Signal: true,
-			SGL:        []verbs.SGE{{Buf: local.Bytes()[i*size : (i+1)*size], LKey: local.LKey()}},
-			RemoteAddr: remote.Addr() + uint64(i*size), RKey: remote.RKey()}
-	}
+	wrs, local, remote := windowWRsMem(t, cli, srv, verbs.OpRDMAWrite, size, window)
 	c := cli.conn.(*conn)
 	const total = 3 * depth
 	runWindow(t, cli, wrs, make([]verbs.WC, window), total, func(posted int, w *verbs.SendWR) {

@@ -249,3 +249,89 @@ func TestDirectConsumerPostsGoWithRx(t *testing.T) {
 		t.Logf("%d Reads, %d kicks of the tx goroutine", total, k)
 	}
 }
+
+// The reply a direct consumer posts from the receive goroutine (the
+// gateway's engine answering a call itself) with CompleteOnTransmit and
+// the consumer's promise to settle after its posts: rx writes it once the
+// consumer returns (rxState.consume), so its completion, left owed by
+// that inline write, must be settled by rx before it waits again. With no
+// further traffic on the connection nothing else would hand it to the
+// consumer: the Send would stay uncompleted (its buffer and send queue
+// slot held) until the peer's next message.
+func TestDirectConsumerReplyCompletes(t *testing.T) {
+	// rx's periodic look (rxResetCheck) would settle it after a second:
+	// out of this test's way.
+	defer func(d time.Duration) { rxResetCheck = d }(rxResetCheck)
+	rxResetCheck = time.Minute
+	cli, srv := pair(t, Config{CompleteOnTransmit: true}, "")
+	sc := srv.conn.(*conn)
+	in := srv.mem(t, 64, verbs.AccessLocalWrite)
+	out := srv.mem(t, 64, 0)
+	copy(out.Bytes(), "reply")
+	cin := cli.mem(t, 64, verbs.AccessLocalWrite)
+	cout := cli.mem(t, 64, 0)
+	copy(cout.Bytes(), "call")
+	if err := sc.PostRecv(&verbs.RecvWR{ID: 1, SGL: []verbs.SGE{{Buf: in.Bytes(), LKey: in.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.conn.PostRecv(&verbs.RecvWR{ID: 2, SGL: []verbs.SGE{{Buf: cin.Bytes(), LKey: cin.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	sent := make(chan verbs.WC, 4)
+	var failed error
+	consume := func() bool {
+		if !mu.TryLock() {
+			return false
+		}
+		defer mu.Unlock()
+		var wcs [4]verbs.WC
+		for {
+			n := sc.rcq.Poll(wcs[:])
+			for _, wc := range wcs[:n] {
+				if wc.Status != verbs.StatusSuccess || string(in.Bytes()[:wc.ByteLen]) != "call" {
+					failed = fmt.Errorf("call %+v %q", wc, in.Bytes()[:wc.ByteLen])
+					continue
+				}
+				if err := sc.PostSend(&verbs.SendWR{ID: 3, Op: verbs.OpSend, Signal: true,
+					SGL: []verbs.SGE{{Buf: out.Bytes()[:5], LKey: out.LKey()}}}); err != nil {
+					failed = err
+				}
+				sc.scq.Settle(true) // the promise (harmless inside consume)
+			}
+			m := sc.scq.Poll(wcs[:])
+			for _, wc := range wcs[:m] {
+				sent <- wc
+			}
+			if n == 0 && m == 0 {
+				return true
+			}
+		}
+	}
+	sc.scq.SettlePosts(true)
+	sc.rcq.SetDirect(consume)
+	sc.scq.SetDirect(consume)
+	t.Cleanup(func() { sc.rcq.SetDirect(nil); sc.scq.SetDirect(nil); sc.scq.SettlePosts(false) })
+
+	if err := cli.conn.PostSend(&verbs.SendWR{ID: 4, Op: verbs.OpSend, Signal: true,
+		SGL: []verbs.SGE{{Buf: cout.Bytes()[:4], LKey: cout.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	wc := wait(t, cli.rcq)
+	if wc.ID != 2 || wc.Status != verbs.StatusSuccess || string(cin.Bytes()[:wc.ByteLen]) != "reply" {
+		t.Fatalf("client receive %+v %q, want the reply", wc, cin.Bytes()[:wc.ByteLen])
+	}
+	select {
+	case wc := <-sent:
+		if wc.ID != 3 || wc.Status != verbs.StatusSuccess {
+			t.Fatalf("reply's completion %+v, want ID 3 success", wc)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the reply went out but its Send never completed to the consumer (owed %v)", sc.scq.owed.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		t.Fatal(failed)
+	}
+}

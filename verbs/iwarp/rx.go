@@ -821,6 +821,11 @@ func (x *rxState) consume(readNext bool) {
 	x.owedReads = 0
 	c.rxOwed = false
 	c.transmit(true, !readNext)
+	// What that round completed on transmit (CompleteOnTransmit) is
+	// owed to a settle when the consumer promised to settle after its
+	// posts (cq.tryPush): it posted before the round, so this is that
+	// settle; rx may wait next.
+	c.settleCQs()
 }
 
 // checkReadSource validates the source of a Read Request and records the

@@ -336,19 +336,45 @@ func BenchmarkRead4KDirect(b *testing.B)  { benchRDMADirect(b, benchCfg, verbs.O
 func BenchmarkWrite4KDirect(b *testing.B) { benchRDMADirect(b, benchCfg, verbs.OpRDMAWrite, 4<<10) }
 
 // benchRDMADirect is benchRDMAWindow with the consumer on the CQ's
-// DirectCQ hook: the benchmark goroutine posts the first window and waits
-// until the consumer has seen b.N completions.
+// DirectCQ hook (runDirect).
 func benchRDMADirect(b *testing.B, cfg Config, op verbs.Opcode, size int) {
 	cli, srv := pair(b, cfg, "")
 	wrs := windowWRs(b, cli, srv, op, size, benchWindow)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := runDirect(b, cli, wrs, b.N, nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+// runDirect is runWindow with the consumer on cli's send CQ's DirectCQ
+// hook: the caller's goroutine posts the first window and waits until the
+// consumer, which reposts each request as its slot completes (before, if
+// set, called just before), has seen total completions, each a success
+// that check (if set) accepts. As the gateway's engine, an owner
+// goroutine parked in Wait takes what the hook did not (completions before
+// it was set, a consume that declined because another held the lock).
+func runDirect(tb testing.TB, cli *side, wrs []verbs.SendWR, total int, before func(int, *verbs.SendWR), check func(verbs.WC) error) error {
 	var (
 		mu        sync.Mutex // the consumer serialises itself (DirectCQ's contract)
-		wcs       [benchWindow]verbs.WC
+		wcs       = make([]verbs.WC, len(wrs))
 		posted    int
 		completed int
 		failed    error
 		done      = make(chan struct{})
 	)
+	post := func() {
+		w := &wrs[posted%len(wrs)]
+		if before != nil {
+			before(posted, w)
+		}
+		if failed == nil {
+			failed = cli.conn.PostSend(w)
+		}
+		posted++
+	}
 	// consume polls until the CQ is empty and keeps the window full; the
 	// last completion (or a failure) closes done.
 	consume := func() bool {
@@ -356,45 +382,41 @@ func benchRDMADirect(b *testing.B, cfg Config, op verbs.Opcode, size int) {
 			return false
 		}
 		defer mu.Unlock()
-		if completed >= b.N || failed != nil {
+		if completed >= total || failed != nil {
 			return true
 		}
 		for {
-			n := cli.scq.Poll(wcs[:])
+			n := cli.scq.Poll(wcs)
 			if n == 0 {
 				return true
 			}
 			for _, wc := range wcs[:n] {
-				if wc.Status != verbs.StatusSuccess && failed == nil {
+				if failed != nil {
+					break
+				}
+				if wc.Status != verbs.StatusSuccess {
 					failed = fmt.Errorf("completion %+v", wc)
+				} else if check != nil {
+					failed = check(wc)
 				}
 			}
 			completed += n
-			for failed == nil && posted < b.N && posted-completed < benchWindow {
-				failed = cli.conn.PostSend(&wrs[posted%benchWindow])
-				posted++
+			for failed == nil && posted < total && posted-completed < len(wrs) {
+				post()
 			}
-			if completed >= b.N || failed != nil {
+			if completed >= total || failed != nil {
 				close(done)
 				return true
 			}
 		}
 	}
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	b.ResetTimer()
 	mu.Lock()
-	for ; posted < min(b.N, benchWindow); posted++ {
-		if err := cli.conn.PostSend(&wrs[posted]); err != nil {
-			b.Fatal(err)
-		}
+	for posted < min(total, len(wrs)) {
+		post()
 	}
 	cli.scq.(verbs.DirectCQ).SetDirect(consume)
 	mu.Unlock()
-	// The owner's goroutine, as the gateway's: it takes what the hook did
-	// not (completions before it was set, a consume that declined because
-	// another held the lock), and otherwise sleeps in Wait.
-	ctx, cancel := context.WithCancel(b.Context())
+	ctx, cancel := context.WithCancel(tb.Context())
 	defer cancel()
 	go func() {
 		for cli.scq.Wait(ctx) == nil {
@@ -409,20 +431,21 @@ func benchRDMADirect(b *testing.B, cfg Config, op verbs.Opcode, size int) {
 			}
 		}
 	}()
+	var stalled bool
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		b.Fatal("the direct consumer stopped short of b.N completions")
+		stalled = true
 	}
-	b.StopTimer()
 	cancel()
 	cli.scq.(verbs.DirectCQ).SetDirect(nil)
 	mu.Lock()
 	defer mu.Unlock()
-	if failed != nil {
-		b.Fatal(failed)
+	switch {
+	case failed != nil:
+		return failed
+	case stalled || completed != total:
+		return fmt.Errorf("stalled: %d of %d completions, %d posted (conn err %v)", completed, total, posted, cli.conn.Err())
 	}
-	if completed != b.N {
-		b.Fatalf("%d completions for %d Reads", completed, b.N)
-	}
+	return nil
 }

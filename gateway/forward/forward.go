@@ -224,9 +224,17 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 	ops := new(gateway.ClientOps)                                                                                                                                   // the session's, counted from the accept on
 	rc, err := rdmarpc.AcceptResponder(req, f.rdma.Dev, f.responderConfig(cfg, f.met.ForConn(peer, newSessionMetrics(f.met.ResponderMetrics(), ops, f.log, peer)))) // + client events (gateway/logging.go)
 	if err != nil {
-		conn.Close()
+		if s != nil {
+			// The client gave this attempt up (the Linux client can move
+			// on to its next connection before the gateway accepts): the
+			// session it claimed waits for that one.
+			f.parked.park(id, s, conn, cfg.Backend.ReconnectGrace)
+			f.parked.arrived(id)
+		} else {
+			conn.Close()
+		}
 		f.met.Rejected("accept_failed")
-		f.log.Error("RDMA accept failed", "peer", peer, "error", err)
+		f.log.Error("RDMA accept failed", "peer", peer, "error", err, "backend_kept", s != nil)
 		return
 	}
 	f.log.Info("client connected", "peer", peer, "credits", cfg.RDMA.Credits,
@@ -234,7 +242,11 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 		"backend", f.backend, "backend_local", localAddr(conn), "backend_kept", s != nil)
 	f.met.CreditsGranted.Add(float64(cfg.RDMA.Credits))
 	defer f.met.CreditsGranted.Sub(float64(cfg.RDMA.Credits))
+	claimed := s != nil
 	s = f.startSession(s, rc, cfg, ops, d, disconnect)
+	if claimed {
+		f.parked.arrived(id) // in the client table: transportEnding sees it from now on
+	}
 	leaving := false
 	s.be.onLeave = func() { leaving = true; f.parked.leave(id, 1) }
 	kept := s.run(ctx, conn, d)
@@ -259,7 +271,10 @@ func (f *Gateway) serveClient(ctx context.Context, req verbs.ConnRequest) {
 
 // backendFor is the backend connection for a new transport of client
 // id: the session and connection its last transport left parked, or a
-// new connection (s nil); d dials it again when it fails.
+// new connection (s nil); d dials it again when it fails. A transport
+// given a parked session counts as arriving for id (park.go) until the
+// caller calls f.parked.arrived(id): once the session is in the client
+// table, or parked again when the transport failed.
 func (f *Gateway) backendFor(ctx context.Context, id string, cfg *gateway.Config) (s *session, conn *net.TCPConn, d *backendDialer, err error) {
 	var ending func() bool // a reconnect waits for its old session to park
 	if cfg.Backend.ReconnectGrace > 0 {

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"cmp"
 	"net"
 	"net/netip"
 	"slices"
@@ -29,19 +30,37 @@ import (
 //
 // Identity is the client's IP address (clientIdentity): RDMA reconnects
 // come from a new port. A host has one transport per server, or nconnect
-// of them; parked sessions of one address are handed out oldest first.
+// of them; parked sessions of one address are handed out oldest first,
+// by the order the sessions were created (session.seq): the oldest
+// backend connection is the one that carried the client's calls before
+// its transports came and went.
+//
+// A reconnect decides only when the client's address has no session in
+// transit: none stopping to park (leaving) and none that claimed a
+// parked session before it and is not yet served (arriving: accepting
+// its transport). Transports that dial a new connection do not wait for
+// each other (nconnect, or many clients behind one address). The Linux client can have a
+// connection attempt accepted by the gateway after it has moved on to
+// the next one (lab case 21-drc-reconnect: a transport that lived 10 ms
+// with no call held the parked session while the next reconnect, finding
+// none, dialed a new backend connection; the calls resent on it missed
+// knfsd's reply cache). Waiting for the one in transit, then taking the
+// oldest, hands the original connection to whichever transport comes
+// last. The wait is bounded by claimWait.
 
 // parkedSessions holds the sessions waiting for their client.
 type parkedSessions struct {
 	mu   sync.Mutex
 	byID map[string][]*parkedSession
 	// leaving counts, per identity, the sessions whose client has gone
-	// and which are stopping their backend goroutines to park: a client
-	// reconnecting at once waits for them (claim).
-	leaving map[string]int
-	closed  bool
-	met     *gateway.Metrics
-	log     hclog.Logger
+	// and which are stopping their backend goroutines to park; arriving,
+	// the transports that claimed a parked session and are not yet
+	// served or given up (arrived). A reconnect waits for both (claim).
+	leaving  map[string]int
+	arriving map[string]int
+	closed   bool
+	met      *gateway.Metrics
+	log      hclog.Logger
 }
 
 type parkedSession struct {
@@ -62,16 +81,31 @@ func clientIdentity(addr string) string {
 	return addr
 }
 
-// leave marks a session of id as on its way to park (done: it parked or
-// gave up parking).
+// leave marks a session of id as on its way to park (delta 1), or done
+// (-1: it parked or gave up parking).
 func (p *parkedSessions) leave(id string, delta int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leaving == nil {
-		p.leaving = make(map[string]int)
+	addCount(&p.leaving, id, delta)
+}
+
+// arrived ends the transit of a transport that claimed a parked
+// session: the session is in the client table, or the transport failed
+// and the session is parked again.
+func (p *parkedSessions) arrived(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	addCount(&p.arriving, id, -1)
+}
+
+// addCount adds delta to (*m)[id], deleting the entry at zero; p.mu is
+// held.
+func addCount(m *map[string]int, id string, delta int) {
+	if *m == nil {
+		*m = make(map[string]int)
 	}
-	if p.leaving[id] += delta; p.leaving[id] <= 0 {
-		delete(p.leaving, id)
+	if (*m)[id] += delta; (*m)[id] <= 0 {
+		delete(*m, id)
 	}
 }
 
@@ -92,7 +126,9 @@ func (p *parkedSessions) park(id string, s *session, conn *net.TCPConn, grace ti
 		p.byID = make(map[string][]*parkedSession)
 	}
 	ps := &parkedSession{s: s, conn: conn}
-	p.byID[id] = append(p.byID[id], ps)
+	list := p.byID[id]
+	i, _ := slices.BinarySearchFunc(list, s.seq, func(e *parkedSession, seq uint64) int { return cmp.Compare(e.s.seq, seq) })
+	p.byID[id] = slices.Insert(list, i, ps) // oldest session first
 	ps.timer = time.AfterFunc(grace, func() {
 		if p.remove(id, ps) {
 			p.log.Info("backend connection closed: the client did not come back within backend.reconnect_grace",
@@ -113,17 +149,23 @@ func (p *parkedSessions) remove(id string, ps *parkedSession) bool {
 	return p.removeLocked(id, ps)
 }
 
-// takeOldest takes out the oldest session parked for id, in the same
-// critical section that finds it (nil if none), and says how many
-// sessions of id are on their way to park.
-func (p *parkedSessions) takeOldest(id string) (ps *parkedSession, leaving int) {
+// takeOldest decides for a transport of id, unless a session of id is
+// in transit (leaving or arriving) and force is false: it takes out the
+// oldest session parked for id (nil if none) and counts the transport
+// as arriving if it took one, in one critical section. decided is false
+// when it must wait.
+func (p *parkedSessions) takeOldest(id string, force bool) (ps *parkedSession, decided bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !force && p.leaving[id]+p.arriving[id] > 0 {
+		return nil, false
+	}
 	if list := p.byID[id]; len(list) > 0 {
 		ps = list[0]
 		p.removeLocked(id, ps)
+		addCount(&p.arriving, id, 1)
 	}
-	return ps, p.leaving[id]
+	return ps, true
 }
 
 // removeLocked takes ps out of id's list; p.mu is held. No slice of
@@ -145,30 +187,34 @@ func (p *parkedSessions) removeLocked(id string, ps *parkedSession) bool {
 }
 
 // claim returns the oldest session parked for id and its backend
-// connection, or nil. While a session of id is still on its way to park
-// (the client reconnected before the gateway finished with its old
-// connection), it waits for it, up to claimWait. ending reports whether
-// a session of id that is still being served has already lost its
-// transport: the client's disconnect reached the provider, but the
-// session has not yet noticed (its engine is draining). The Linux client
-// disconnects before it reconnects, and one device's connection events
-// arrive in order, so a connection request that finds such a session is
-// that client's reconnect and waits for the session to park; without
-// it, the reconnect would race the old session's teardown and get a new
-// backend connection (a duplicate request cache miss).
+// connection, or nil (dial a new one). It waits, up to claimWait, while
+// a session of id is in transit (leaving or arriving) or has lost its
+// transport without having noticed yet: ending reports that (the
+// client's disconnect reached the provider, but the session's engine is
+// still draining). The Linux client disconnects before it reconnects,
+// and one device's connection events arrive in order, so a connection
+// request that finds such a session is that client's reconnect; without
+// the wait it would race the old session's teardown and get a new
+// backend connection (a duplicate request cache miss). ending nil (no
+// reconnect_grace) decides at once. A caller given a session counts as
+// arriving until it calls arrived.
 func (p *parkedSessions) claim(id string, ending func() bool) (*session, *net.TCPConn) {
 	deadline := time.Now().Add(claimWait)
 	for {
-		ps, leaving := p.takeOldest(id)
-		if ps != nil {
-			ps.timer.Stop() // its callback finds ps gone (remove) if it already fired
-			return ps.s, ps.conn
-		}
-		if leaving == 0 && ending != nil && ending() {
-			leaving = 1
-		}
-		if leaving == 0 || time.Now().After(deadline) {
-			return nil, nil
+		late := ending != nil && time.Now().After(deadline)
+		force := ending == nil || late
+		if force || !ending() {
+			if ps, decided := p.takeOldest(id, force); decided {
+				if late {
+					p.log.Warn("reconnect did not wait longer for a session of its address in transit; deciding without it",
+						"client", id, "waited", claimWait, "backend_kept", ps != nil)
+				}
+				if ps == nil {
+					return nil, nil
+				}
+				ps.timer.Stop() // its callback finds ps gone (remove) if it already fired
+				return ps.s, ps.conn
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

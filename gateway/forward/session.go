@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -56,6 +57,9 @@ type session struct {
 	met  *gateway.Metrics
 	pool *rdmarpc.Pool
 	peer string
+	// seq orders sessions by creation: parked sessions of one client
+	// are handed out oldest first (park.go).
+	seq uint64
 	// replyQuota bounds the pool memory the session's replies hold
 	// (connections.max_reply_memory).
 	replyQuota *rdmarpc.Quota
@@ -82,6 +86,9 @@ type session struct {
 	w      inlineState        // the engine's own writes to the backend (backend_inline.go)
 }
 
+// sessionSeq numbers sessions (session.seq).
+var sessionSeq atomic.Uint64
+
 func newSession(rc *rdmarpc.ResponderConn, cfg *gateway.Config, log hclog.Logger, met *gateway.Metrics, pool *rdmarpc.Pool) *session {
 	s := &session{
 		rc: rc, cfg: cfg, log: log, met: met, pool: pool, peer: rc.RemoteAddr(),
@@ -90,6 +97,7 @@ func newSession(rc *rdmarpc.ResponderConn, cfg *gateway.Config, log hclog.Logger
 		sendQ:      make([]*pendingCall, 0, cfg.RDMA.Credits),
 		spareQ:     make([]*pendingCall, 0, cfg.RDMA.Credits),
 		wake:       make(chan struct{}, 1),
+		seq:        sessionSeq.Add(1),
 	}
 	s.initBackchannel()
 	s.ops = new(gateway.ClientOps)

@@ -15,6 +15,9 @@ type ForwardBackendMetrics struct {
 	Kept                prometheus.Counter
 	PortChanges         prometheus.Counter
 	Parked              prometheus.Gauge
+	// Waits: client connections that waited for one of their address's
+	// in transit (park.go claim), by outcome.
+	WaitKept, WaitNew, WaitTimeout prometheus.Counter
 }
 
 func newBEMetrics(f factory) *ForwardBackendMetrics {
@@ -31,5 +34,10 @@ func newBEMetrics(f factory) *ForwardBackendMetrics {
 		"Backend reconnects that could not keep the previous local port (another socket on this host holds it; backend.reserved_source_port avoids the ephemeral range): the server's duplicate request cache does not recognise the calls sent again, so a non-idempotent call that had executed may execute twice. Each is also logged.")
 	m.Parked = f.gauge(metricname.BackendConnectionsParked,
 		"Backend connections kept open for a disconnected client for backend.reconnect_grace.")
+	waits := f.counterVec(metricname.BackendConnectionWaitsTotal,
+		"Client connections that, with backend.reconnect_grace set, waited before choosing their backend connection for one of the same address in transit (its client gone and its backend connection being parked, or a connection that took a parked one and was not yet established), by outcome (kept: it took a kept connection; new: none was left, it dialed a new one, e.g. the other was an additional live connection; timeout: it stopped waiting after 4 s and chose without it, also logged).", "outcome")
+	m.WaitKept = waits.WithLabelValues("kept")
+	m.WaitNew = waits.WithLabelValues("new")
+	m.WaitTimeout = waits.WithLabelValues("timeout")
 	return m
 }

@@ -65,7 +65,7 @@ chk_reconnect() {
     local kept ok=0
     kept=$(metric_sum rdmagw_backend_connections_kept_total)
     echo "  client reconnects served with the kept backend connection: $kept (rc $kept_rc)"
-    grep -E '^rdmagw_backend_(connections|reconnects)' "$OUT/metrics.txt" | sed 's/^/  /'
+    grep -E '^rdmagw_backend_(connection|reconnect)' "$OUT/metrics.txt" | sed 's/^/  /'
     [ "$kept" -ge 1 ] || { echo "  the client did not reconnect, or its backend connection was not kept"; ok=1; }
     if grep -q FAILED "$OUT/drc-ops.log"; then echo "  operations failed:"; sed 's/^/    /' "$OUT/drc-ops.log"; ok=1; fi
     local moved made left p sent=0

@@ -200,14 +200,20 @@ func (p *parkedSessions) removeLocked(id string, ps *parkedSession) bool {
 // arriving until it calls arrived.
 func (p *parkedSessions) claim(id string, ending func() bool) (*session, *net.TCPConn) {
 	deadline := time.Now().Add(claimWait)
-	for {
+	for waited := false; ; waited = true {
 		late := ending != nil && time.Now().After(deadline)
 		force := ending == nil || late
 		if force || !ending() {
 			if ps, decided := p.takeOldest(id, force); decided {
-				if late {
+				switch {
+				case late:
+					p.met.ForwardBackend.WaitTimeout.Inc()
 					p.log.Warn("reconnect did not wait longer for a session of its address in transit; deciding without it",
 						"client", id, "waited", claimWait, "backend_kept", ps != nil)
+				case waited && ps != nil:
+					p.met.ForwardBackend.WaitKept.Inc()
+				case waited:
+					p.met.ForwardBackend.WaitNew.Inc()
 				}
 				if ps == nil {
 					return nil, nil

@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/gateway/internal/gwtest"
+	"github.com/rdmagw/rdmagw/gateway/metricname"
 )
 
 // Two sessions of one address parked (nconnect, or a client whose
@@ -83,6 +85,9 @@ func TestParkedSessionsClaimWaitsForArriving(t *testing.T) {
 		t.Fatal("the waiting claim did not return")
 	}
 	p.arrived("10.0.0.1")
+	if v := gwtest.Metric(t, p.met, metricname.BackendConnectionWaitsTotal, "outcome", "kept"); v != 1 {
+		t.Errorf("%s{outcome=kept} = %v, want 1 (the claim that waited)", metricname.BackendConnectionWaitsTotal, v)
+	}
 	// With nothing parked and nothing in transit, transports of one
 	// address decide at once, each dialing its own connection (nconnect).
 	for i := range 3 {
@@ -120,6 +125,9 @@ func TestParkedSessionsClaimTakesOldestAfterLeaving(t *testing.T) {
 	case s := <-got:
 		if s != older {
 			t.Fatalf("the claim got %p, want the older session %p (newer %p)", s, older, newer)
+		}
+		if v := gwtest.Metric(t, p.met, metricname.BackendConnectionWaitsTotal, "outcome", "kept"); v != 1 {
+			t.Errorf("%s{outcome=kept} = %v, want 1", metricname.BackendConnectionWaitsTotal, v)
 		}
 	case <-time.After(2 * claimWait):
 		t.Fatal("the claim did not return")

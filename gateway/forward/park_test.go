@@ -216,6 +216,9 @@ func TestForwardReconnectDuringTeardownKeepsBackend(t *testing.T) {
 	if v := gwtest.Metric(t, m, "rdmagw_backend_connections_kept_total"); v != 1 {
 		t.Errorf("backend connections kept = %v, want 1: the reconnect did not wait for the old session to park", v)
 	}
+	if v := gwtest.Metric(t, m, "rdmagw_backend_connection_waits_total", "outcome", "kept"); v != 1 {
+		t.Errorf("connection waits (kept) = %v, want 1", v)
+	}
 	if ports := px.ports(); len(ports) != 1 {
 		t.Errorf("backend connections from source ports %v: want one, kept across the reconnect", ports)
 	}

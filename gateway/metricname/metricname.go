@@ -14,6 +14,7 @@ const (
 	BackendCallsFailedTotal          = "rdmagw_backend_calls_failed_total"
 	BackendConnectionsKeptTotal      = "rdmagw_backend_connections_kept_total"
 	BackendConnectionsParked         = "rdmagw_backend_connections_parked"
+	BackendConnectionWaitsTotal      = "rdmagw_backend_connection_waits_total"
 	BackendErrorsTotal               = "rdmagw_backend_errors_total"
 	BackendGiveUpsTotal              = "rdmagw_backend_give_ups_total"
 	BackendLatencySeconds            = "rdmagw_backend_latency_seconds"
@@ -69,6 +70,7 @@ var All = []string{
 	BackendCallsFailedTotal,
 	BackendConnectionsKeptTotal,
 	BackendConnectionsParked,
+	BackendConnectionWaitsTotal,
 	BackendErrorsTotal,
 	BackendGiveUpsTotal,
 	BackendLatencySeconds,

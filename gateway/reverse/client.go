@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/sockread"
 	"github.com/rdmagw/rdmagw/tcprpc"
 )
 
@@ -150,42 +152,161 @@ func (c *revClient) teardown() {
 // calls are waited for.
 const drainTimeout = 30 * time.Second
 
-// readCalls reads call records until the stream ends or fails.
+// readCalls reads call records until the stream ends or fails. Calls
+// that fit the record reader's buffer whole are taken inside one
+// internal/sockread run (callPump): the socket is read with no read
+// returning EAGAIN before each wait, one read per call at one call in
+// flight where a net.Conn read loop makes two. A larger call (a WRITE's
+// payload), an error, or the end of the run's wait is left to the
+// ordinary reads of readCall.
 func (c *revClient) readCalls() error {
+	p := &callPump{c: c}
+	if rc, err := c.conn.SyscallConn(); err == nil {
+		p.sr.Init(rc, p, true)
+	}
+	if hook := testHookReader; hook != nil {
+		hook(&p.sr) // tests: delay the first read; count the reads
+	}
 	for {
-		s, err := c.slot()
-		if err != nil {
+		if p.sr.Ready() {
+			if stop, err := p.run(); stop {
+				return err
+			}
+		}
+		if stop, err := c.readCall(); stop {
 			return err
 		}
-		if c.ops.Draining.Load() {
-			c.free <- s
-			return errDraining
+	}
+}
+
+// testHookReader, when set by a test before the gateway starts, runs as
+// each client's reader starts, with its pump's sockread.Reader.
+var testHookReader func(*sockread.Reader)
+
+// clientResetCheck bounds how long a reset right behind the client's last
+// bytes goes unseen when the gateway has nothing to write back that
+// would fail on it (a call cut short, a callback's reply): the longest
+// the call pump waits before it reads the socket anyway (one timer reset
+// and one read a second per idle client; a variable for tests). See
+// internal/sockread.
+var clientResetCheck = time.Second
+
+// callPump is the reader's internal/sockread consumer.
+type callPump struct {
+	c    *revClient
+	sr   sockread.Reader
+	stop bool  // readCall ended the reader inside the run
+	err  error // ... with this
+}
+
+// run takes calls until one needs the ordinary reads; stop says the
+// reader ends (with err). A wait that outlives clientResetCheck while
+// the session goes on is run again: a run starts with a read, which
+// finds a reset the wait could not see. Any other error of the wait (the
+// deadline of a cancel or a drain, the connection closed) is left to the
+// ordinary reads, which report it as before; they read with no deadline
+// of the pump's (a large call may take its time).
+func (p *callPump) run() (stop bool, err error) {
+	c := p.c
+	for c.setReadDeadline(time.Now().Add(clientResetCheck)) {
+		p.stop, p.err = false, nil
+		err := p.sr.Run()
+		if p.stop {
+			return true, p.err
 		}
-		ok, err := s.read(c)
-		if err != nil {
-			c.free <- s
-			if errors.Is(err, io.EOF) {
-				return io.EOF
-			}
-			if c.ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if !ok { // answered or dropped by the gateway itself
-			c.free <- s
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.live() {
 			continue
 		}
-		if c.ops.Draining.Load() { // read as the drain began: not forwarded
-			s.releaseItems()
-			c.free <- s
-			return errDraining
+		if err != nil {
+			c.rr.Filled(0, err)
 		}
-		c.busy.Add(1)
-		c.calls.Add(1)
-		c.ops.Touch(s.received)
-		s.work <- struct{}{}
+		break
 	}
+	c.setReadDeadline(time.Time{})
+	return false, nil
+}
+
+// live reports whether the session goes on: not cancelled, not draining
+// (both stop the reader with a read deadline in the past).
+func (c *revClient) live() bool { return c.ctx.Err() == nil && !c.ops.Draining.Load() }
+
+// setReadDeadline sets the pump's read deadline t (zero: none) while the
+// session is live, and reports whether it is; a cancel's or a drain's
+// deadline, in the past, stays (set again if it came in between).
+func (c *revClient) setReadDeadline(t time.Time) bool {
+	if !c.live() {
+		return false
+	}
+	c.conn.SetReadDeadline(t)
+	if !c.live() {
+		c.conn.SetReadDeadline(time.Unix(1, 0))
+		return false
+	}
+	return true
+}
+
+// Next is the sockread.Consumer: it takes the calls the buffer holds
+// whole, then returns where to read more, or nil to leave the run.
+func (p *callPump) Next() ([]byte, []byte) {
+	rr := p.c.rr
+	for {
+		need, whole := rr.BufferedRecord()
+		switch {
+		case need == 0 || need > rr.Capacity():
+			return nil, nil
+		case !whole:
+			return rr.Space(need), nil
+		}
+		if stop, err := p.c.readCall(); stop {
+			p.stop, p.err = true, err
+			return nil, nil
+		}
+	}
+}
+
+// Got is the sockread.Consumer: n bytes (or err) from the socket.
+func (p *callPump) Got(n int, err error) bool {
+	p.c.ops.In.Add(uint64(n))
+	p.c.rr.Filled(n, err)
+	return err == nil
+}
+
+// readCall reads the next call record into a free slot and hands the
+// slot to its worker; stop says the reader ends, with err.
+func (c *revClient) readCall() (stop bool, err error) {
+	s, err := c.slot()
+	if err != nil {
+		return true, err
+	}
+	if c.ops.Draining.Load() {
+		c.free <- s
+		return true, errDraining
+	}
+	ok, err := s.read(c)
+	if err != nil {
+		c.free <- s
+		if errors.Is(err, io.EOF) {
+			return true, io.EOF
+		}
+		if c.ctx.Err() != nil {
+			return true, nil
+		}
+		return true, err
+	}
+	if !ok { // answered or dropped by the gateway itself
+		c.free <- s
+		return false, nil
+	}
+	if c.ops.Draining.Load() { // read as the drain began: not forwarded
+		s.releaseItems()
+		c.free <- s
+		return true, errDraining
+	}
+	c.busy.Add(1)
+	c.calls.Add(1)
+	c.ops.Touch(s.received)
+	s.work <- struct{}{}
+	return false, nil
 }
 
 // slot returns a free call slot, making one while fewer than

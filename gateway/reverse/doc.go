@@ -8,7 +8,9 @@
 //	TCP client              gateway/reverse                                   NFS server (RDMA)
 //	----------              ---------------                                   -----------------
 //	record: RPC call  ----> client.go readCalls: one call slot per call,
-//	                          at most reverse.max_calls_per_client
+//	                          at most reverse.max_calls_per_client; calls
+//	                          of up to 16 KiB taken in one sockread run
+//	                          (callPump: no EAGAIN read before each wait)
 //	                          |
 //	                          v slot.read (call.go): a splitter.Splitter
 //	                          |   streams the record: header and arguments
@@ -45,7 +47,7 @@
 // File map (where each byte is parsed or built):
 //
 //	reverse.go       Gateway: New, Serve (accept loop, admission), Close
-//	client.go        revClient: one TCP client; the call reader (record head, msg_type) and the reply writer
+//	client.go        revClient: one TCP client; the call reader (callPump over internal/sockread, record head, msg_type) and the reply writer
 //	call.go          revSlot: a call record streamed into scratch and registered items, its RPC header checked, its reply planned
 //	reply.go         the call over the link, retried on ERR_CHUNK with a larger Reply chunk; the reply spliced; the gateway's own error replies
 //	link.go          rdmaLink: the RDMA connection to the server, redial, NULL pings on the reserve credit

@@ -208,8 +208,10 @@ func (p *parkedSessions) claim(id string, ending func() bool) (*session, *net.TC
 				switch {
 				case late:
 					p.met.ForwardBackend.WaitTimeout.Inc()
-					p.log.Warn("reconnect did not wait longer for a session of its address in transit; deciding without it",
-						"client", id, "waited", claimWait, "backend_kept", ps != nil)
+					// A client event (rate-limited: a connection storm
+					// from one address must not flood the log).
+					p.met.ClientEvent("backend_wait_timeout", "reconnect did not wait longer for a connection of its address in transit; deciding without it",
+						id, "waited", claimWait, "backend_kept", ps != nil)
 				case waited && ps != nil:
 					p.met.ForwardBackend.WaitKept.Inc()
 				case waited:

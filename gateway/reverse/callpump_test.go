@@ -76,4 +76,9 @@ func TestReverseReaderSeesResetBehindPartialCall(t *testing.T) {
 		return gwtest.Metric(t, gw.Metrics(), "rdmagw_connections_closed_total") == 1
 	})
 	t.Logf("session ended %v after the reset", time.Since(start).Round(time.Millisecond))
+	// Ended by the reset (an ordinary client disconnect), not by the
+	// check's own deadline taken for a read error.
+	if v := gwtest.Metric(t, gw.Metrics(), "rdmagw_connections_closed_total", "reason", "client"); v != 1 {
+		t.Errorf("connections closed for reason client = %v, want 1: the session ended, but not on the reset", v)
+	}
 }

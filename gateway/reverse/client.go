@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -201,26 +200,20 @@ type callPump struct {
 
 // run takes calls until one needs the ordinary reads; stop says the
 // reader ends (with err). A wait that outlives clientResetCheck while
-// the session goes on is run again: a run starts with a read, which
-// finds a reset the wait could not see. Any other error of the wait (the
-// deadline of a cancel or a drain, the connection closed) is left to the
-// ordinary reads, which report it as before; they read with no deadline
-// of the pump's (a large call may take its time).
+// the session goes on is run again (sockread.RunChecked): a run starts
+// with a read, which finds a reset the wait could not see. Any other
+// error of the wait (the deadline of a cancel or a drain, the connection
+// closed) is left to the ordinary reads, which report it as before; they
+// read with no deadline of the pump's (a large call may take its time).
 func (p *callPump) run() (stop bool, err error) {
 	c := p.c
-	for c.setReadDeadline(time.Now().Add(clientResetCheck)) {
-		p.stop, p.err = false, nil
-		err := p.sr.Run()
-		if p.stop {
-			return true, p.err
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.live() {
-			continue
-		}
-		if err != nil {
-			c.rr.Filled(0, err)
-		}
-		break
+	p.stop, p.err = false, nil
+	werr := p.sr.RunChecked(clientResetCheck, c.setReadDeadline, c.live)
+	if p.stop {
+		return true, p.err
+	}
+	if werr != nil {
+		c.rr.Filled(0, werr)
 	}
 	c.setReadDeadline(time.Time{})
 	return false, nil

@@ -38,10 +38,12 @@
 package sockread
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -89,10 +91,10 @@ type Reader struct {
 // left the socket empty; without it every wait is preceded by the read
 // that returns EAGAIN (as with net.Conn), for a user that cannot bound
 // the reset case (see the package doc). The users that skip bound it
-// themselves: gateway/forward by its next write or ping, verbs/iwarp
-// (whose client connections may write nothing after the peer's last
-// message) by a read deadline that ends every wait after a while, upon
-// which the next Run reads first.
+// themselves: gateway/forward's backend reader by its next write or
+// ping; the ones whose connections may write nothing after the peer's
+// last bytes (verbs/iwarp, gateway/reverse's client reader) with
+// RunChecked.
 func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
 	r.fn = r.step
@@ -102,6 +104,28 @@ func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 		rc.Control(func(fd uintptr) {
 			r.inq = unix.SetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_INQ, 1) == nil
 		})
+	}
+}
+
+// RunChecked is Run for a user whose connection may have nothing to
+// write that would fail on a reset right behind the peer's last data
+// (the package doc): while r skips the EAGAIN read, every Run is given a
+// read deadline every from now through deadline, and a Run that deadline
+// ended is started again while live reports true (a Run reads first,
+// and that read sees the reset). deadline reports false when the user's
+// own deadline, set to stop the reader, must stay: RunChecked then
+// returns nil without a Run. Without the skip (no TCP_INQ) the EAGAIN
+// read sees the reset, and RunChecked is Run.
+func (r *Reader) RunChecked(every time.Duration, deadline func(time.Time) bool, live func() bool) error {
+	for {
+		if r.inq && !deadline(time.Now().Add(every)) {
+			return nil
+		}
+		err := r.Run()
+		if r.inq && errors.Is(err, os.ErrDeadlineExceeded) && live() {
+			continue
+		}
+		return err
 	}
 }
 

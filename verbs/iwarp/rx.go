@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,17 +189,12 @@ func (c *conn) rxLoop() {
 	x := &c.rx
 	for c.live.Load() {
 		x.pumpErr = nil
-		if x.pump.SkipsEmpty() {
-			// A run that starts reads first: after a wait cut
-			// short here, that read sees a reset no edge announced.
-			c.tc.SetReadDeadline(time.Now().Add(rxResetCheck))
-		}
-		err := x.pump.Run()
+		// A wait ended by rxResetCheck's deadline, not fail's (which
+		// ends live first), is run again, and that run's first read
+		// sees a reset no edge announced.
+		err := x.pump.RunChecked(rxResetCheck, func(t time.Time) bool { c.tc.SetReadDeadline(t); return true }, c.live.Load)
 		if err == nil {
 			err = x.pumpErr
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && c.live.Load() {
-			continue // rxResetCheck's, not fail's (which ends live first)
 		}
 		if err != nil {
 			if !errors.Is(err, errStop) {

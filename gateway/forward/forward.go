@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmagw/rdmagw/gateway"
 	"github.com/rdmagw/rdmagw/gateway/auxrelay"
+	"github.com/rdmagw/rdmagw/internal/crc32c"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/verbs"
 )
@@ -122,7 +123,7 @@ func (f *Gateway) open() error {
 	f.log.Info("forward gateway listening", "listen", f.ln.Addr().String(), "provider", cfg.Listen.Provider,
 		"device", f.rdma.Dev.Info().Name, "backend", f.backend, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend), "srq_depth", cfg.RDMA.SRQDepth,
-		"mpa_crc", cfg.RDMA.MPACRC, "send_completion", cfg.RDMA.SendCompletion, "metrics", metricsURL)
+		"mpa_crc", cfg.RDMA.MPACRC, "crc32c", crc32c.Impl(), "send_completion", cfg.RDMA.SendCompletion, "metrics", metricsURL)
 	return nil
 }
 

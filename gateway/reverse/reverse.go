@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/rdmagw/rdmagw/gateway"
+	"github.com/rdmagw/rdmagw/internal/crc32c"
 	"github.com/rdmagw/rdmagw/rdmarpc"
 	"github.com/rdmagw/rdmagw/ulb"
 )
@@ -94,7 +95,7 @@ func (r *Gateway) open() error {
 	r.log.Info("reverse gateway listening", "listen", r.ln.Addr().String(), "backend", r.backend,
 		"provider", cfg.Backend.Provider, "device", r.rdma.Dev.Info().Name, "credits", cfg.RDMA.Credits,
 		"inline_recv", int(cfg.RDMA.InlineRecv), "inline_send", int(cfg.RDMA.InlineSend),
-		"ping_interval", cfg.Reverse.PingInterval, "mpa_crc", cfg.RDMA.MPACRC, "send_completion", cfg.RDMA.SendCompletion,
+		"ping_interval", cfg.Reverse.PingInterval, "mpa_crc", cfg.RDMA.MPACRC, "crc32c", crc32c.Impl(), "send_completion", cfg.RDMA.SendCompletion,
 		"metrics", metricsURL)
 	return nil
 }

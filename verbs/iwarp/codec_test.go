@@ -75,8 +75,16 @@ func TestCRC32c(t *testing.T) {
 	if b != [4]byte{0xaa, 0x36, 0x91, 0x8a} || getCRC(b[:]) != 0x8a9136aa {
 		t.Fatalf("wire form %x", b)
 	}
-	if crc32.Checksum([]byte("123456789"), castagnoli) != 0xe3069283 {
-		t.Fatal("not Castagnoli")
+	if got := crcUpdate(0, []byte("123456789")); got != 0xe3069283 {
+		t.Fatalf("CRC32c(123456789) = %#x: not Castagnoli", got)
+	}
+	// A 64 KiB FPDU's worth, long enough for internal/crc32c's fold.
+	big := make([]byte, 65536)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if got, want := crcUpdate(0, big), crc32.Checksum(big, crc32.MakeTable(crc32.Castagnoli)); got != want {
+		t.Fatalf("CRC32c(64 KiB) = %#x, hash/crc32 says %#x", got, want)
 	}
 }
 

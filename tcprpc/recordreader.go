@@ -558,3 +558,22 @@ func (rr *RecordReader) Filled(n int, err error) {
 // Capacity is the size of the read-ahead buffer: the most Space can make
 // room for.
 func (rr *RecordReader) Capacity() int { return len(rr.buf) }
+
+// ReadAhead is the step of a caller that reads the socket into the
+// read-ahead buffer itself, a record at a time (internal/sockread's
+// Consumer.Next: gateway/forward's reply reader, gateway/reverse's call
+// reader): whole says the next record is buffered (BufferedRecord) and
+// can be taken; else space is where to read more of it (Space, then
+// Filled), or nil when it cannot be buffered whole (longer than Capacity)
+// or the reader failed: the caller then goes on with the ordinary calls,
+// which read the rest themselves or return the error.
+func (rr *RecordReader) ReadAhead() (space []byte, whole bool) {
+	need, whole := rr.BufferedRecord()
+	switch {
+	case need == 0 || need > len(rr.buf):
+		return nil, false
+	case !whole:
+		return rr.Space(need), false
+	}
+	return nil, true
+}

@@ -63,3 +63,55 @@ func (f failReader) Read([]byte) (int, error) {
 	f.t.Fatal("the underlying reader was called")
 	return 0, io.EOF
 }
+
+// TestReadAhead drives the same stream through ReadAhead, as the
+// gateway's socket pumps do: space until a record is whole, then the
+// record, byte for byte, with no call to the underlying reader; nil
+// space (go on with the ordinary calls) for a record longer than the
+// buffer and once the reader failed.
+func TestReadAhead(t *testing.T) {
+	stream := bytes.Join([][]byte{
+		frag(true, []byte("one")),
+		frag(false, []byte("tw")), frag(false, []byte("")), frag(true, []byte("o!")),
+		frag(true, []byte("three3")),
+	}, nil)
+	want := []string{"one", "two!", "three3"}
+	for _, step := range []int{1, 5, len(stream)} {
+		rr := NewRecordReader(failReader{t}, &ReaderConfig{BufferSize: 64})
+		in, got := stream, []string(nil)
+		for len(got) < len(want) {
+			space, whole := rr.ReadAhead()
+			if !whole {
+				if len(space) == 0 {
+					t.Fatalf("step %d: no space and not whole, %d buffered", step, rr.Buffered())
+				}
+				n := copy(space, in[:min(step, len(in))])
+				rr.Filled(n, nil)
+				in = in[n:]
+				continue
+			}
+			rec, err := rr.ReadRecord(nil)
+			if err != nil {
+				t.Fatalf("step %d: record %d: %v", step, len(got), err)
+			}
+			got = append(got, string(rec))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d: record %d is %q, want %q", step, i, got[i], want[i])
+			}
+		}
+		rr.Filled(0, io.EOF)
+		if space, whole := rr.ReadAhead(); space != nil || whole {
+			t.Fatalf("step %d: after EOF: %d bytes of space, whole %v; want nil, false", step, len(space), whole)
+		}
+	}
+
+	// A record longer than the buffer: its first fragment header says so.
+	rr := NewRecordReader(failReader{t}, &ReaderConfig{BufferSize: 64})
+	long := frag(true, make([]byte, 100))
+	rr.Filled(copy(rr.Space(8), long[:8]), nil)
+	if space, whole := rr.ReadAhead(); space != nil || whole {
+		t.Fatalf("100-byte record, 64-byte buffer: %d bytes of space, whole %v; want nil, false", len(space), whole)
+	}
+}

@@ -717,12 +717,8 @@ func (p *replyPump) run() error {
 // whole, then returns where to read more, or nil to leave the run.
 func (p *replyPump) Next() ([]byte, []byte) {
 	for !stopped(p.done) {
-		need, whole := p.rr.BufferedRecord()
-		switch {
-		case need == 0 || need > p.rr.Capacity():
-			return nil, nil
-		case !whole:
-			return p.rr.Space(need), nil
+		if space, whole := p.rr.ReadAhead(); !whole {
+			return space, nil
 		}
 		head, at, err := p.s.nextReplyOnce(p.rr, p.done)
 		if err == nil && head != nil {

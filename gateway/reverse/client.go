@@ -243,12 +243,8 @@ func (c *revClient) setReadDeadline(t time.Time) bool {
 func (p *callPump) Next() ([]byte, []byte) {
 	rr := p.c.rr
 	for {
-		need, whole := rr.BufferedRecord()
-		switch {
-		case need == 0 || need > rr.Capacity():
-			return nil, nil
-		case !whole:
-			return rr.Space(need), nil
+		if space, whole := rr.ReadAhead(); !whole {
+			return space, nil
 		}
 		if stop, err := p.c.readCall(); stop {
 			p.stop, p.err = true, err

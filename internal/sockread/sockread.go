@@ -28,6 +28,10 @@
 // cannot be set (not TCP, an older kernel) every wait is preceded by the
 // read that returns EAGAIN, as with net.Conn.
 //
+// A Consumer that is a Scatterer has a read fill up to MaxPieces places
+// in stream order (verbs/iwarp lays out the next segments of an RDMA
+// Read Response behind the current one, each payload in its place).
+//
 // The Consumer's work runs inside the RawConn.Read callback, holding the
 // descriptor's read lock: it must not read the same connection by any
 // other means, and a Close of the connection waits for Run to return
@@ -68,22 +72,36 @@ type Consumer interface {
 	Got(n int, err error) bool
 }
 
+// Scatterer is a Consumer whose reads may go to more than two places (a
+// readv of up to MaxPieces): Reader calls NextScatter instead of Next,
+// which appends where the next read goes, in stream order, to dst; none
+// (or a first piece that is empty) ends Run. Got reports the bytes
+// filled in that order.
+type Scatterer interface {
+	NextScatter(dst [][]byte) [][]byte
+}
+
+// MaxPieces is the most places one read fills (Scatterer).
+const MaxPieces = 16
+
 // Reader runs a Consumer on a socket. The zero value is not usable: call
 // Init. A Reader is used by one goroutine at a time.
 type Reader struct {
 	rc      syscall.RawConn
 	c       Consumer
+	sc      Scatterer             // c, when it is one
 	fn      func(fd uintptr) bool // step, bound once
 	inq     bool                  // TCP_INQ is on: reads say what is left
 	drained bool                  // the last read left the socket empty: wait first
 	queued  bool                  // the last read left data in the socket (Queued)
 	// recvmsg's and readv's arguments, kept here so that a read
 	// allocates nothing.
-	msg   unix.Msghdr
-	iov   [2]unix.Iovec
-	oob   [unix.SizeofCmsghdr + 8]byte
-	reads atomic.Uint64
-	waits atomic.Uint64
+	msg    unix.Msghdr
+	iov    [MaxPieces]unix.Iovec
+	pieces [MaxPieces][]byte
+	oob    [unix.SizeofCmsghdr + 8]byte
+	reads  atomic.Uint64
+	waits  atomic.Uint64
 }
 
 // Init binds r to the socket rc and the consumer c. With skipEmpty it
@@ -97,6 +115,7 @@ type Reader struct {
 // RunChecked.
 func (r *Reader) Init(rc syscall.RawConn, c Consumer, skipEmpty bool) {
 	r.rc, r.c = rc, c
+	r.sc, _ = c.(Scatterer)
 	r.fn = r.step
 	r.msg.Iov = &r.iov[0]
 	r.inq = false
@@ -160,8 +179,8 @@ func (r *Reader) Waits() uint64 { return r.waits.Load() }
 // the socket to become readable and calls it again.
 func (r *Reader) step(fd uintptr) bool {
 	for {
-		p, tail := r.c.Next()
-		if p == nil {
+		pieces := r.next()
+		if len(pieces) == 0 || len(pieces[0]) == 0 {
 			return true
 		}
 		if r.drained {
@@ -169,7 +188,7 @@ func (r *Reader) step(fd uintptr) bool {
 			r.waits.Add(1)
 			return false
 		}
-		n, left, err := r.read(fd, p, tail)
+		n, left, err := r.read(fd, pieces)
 		r.reads.Add(1)
 		switch {
 		case err == unix.EINTR:
@@ -191,18 +210,35 @@ func (r *Reader) step(fd uintptr) bool {
 	}
 }
 
-// read reads into p and then tail; left is what the socket holds after
-// it (TCP_INQ; 1 once the FIN is in), or -1 when unknown.
-func (r *Reader) read(fd uintptr, p, tail []byte) (n, left int, err error) {
-	iovs := 1
-	r.iov[0].Base = unsafe.SliceData(p)
-	r.iov[0].SetLen(len(p))
-	if len(tail) > 0 {
-		iovs = 2
-		r.iov[1].Base = unsafe.SliceData(tail)
-		r.iov[1].SetLen(len(tail))
+// next asks the consumer where the next read goes: p and tail (Next),
+// or the Scatterer's pieces.
+func (r *Reader) next() [][]byte {
+	if r.sc != nil {
+		return r.sc.NextScatter(r.pieces[:0])
 	}
-	size := len(p) + len(tail)
+	p, tail := r.c.Next()
+	if p == nil {
+		return nil
+	}
+	r.pieces[0], r.pieces[1] = p, tail
+	return r.pieces[:2]
+}
+
+// read reads into the pieces in order (the empty ones skipped); left is
+// what the socket holds after it (TCP_INQ; 1 once the FIN is in), or -1
+// when unknown.
+func (r *Reader) read(fd uintptr, pieces [][]byte) (n, left int, err error) {
+	iovs, size := 0, 0
+	for _, b := range pieces[:min(len(pieces), len(r.iov))] {
+		if len(b) == 0 {
+			continue
+		}
+		r.iov[iovs].Base = unsafe.SliceData(b)
+		r.iov[iovs].SetLen(len(b))
+		iovs++
+		size += len(b)
+	}
+	clear(pieces) // keep no reference to the consumer's buffers
 	var m uintptr
 	var e syscall.Errno
 	switch {
@@ -212,11 +248,11 @@ func (r *Reader) read(fd uintptr, p, tail []byte) (n, left int, err error) {
 		r.msg.SetControllen(len(r.oob))
 		m, e = nbcall.Call(size, unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&r.msg)), 0)
 	case iovs == 1:
-		m, e = nbcall.Call(size, unix.SYS_READ, fd, uintptr(unsafe.Pointer(r.iov[0].Base)), uintptr(len(p)))
+		m, e = nbcall.Call(size, unix.SYS_READ, fd, uintptr(unsafe.Pointer(r.iov[0].Base)), uintptr(r.iov[0].Len))
 	default:
-		m, e = nbcall.Call(size, unix.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), 2)
+		m, e = nbcall.Call(size, unix.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), uintptr(iovs))
 	}
-	clear(r.iov[:]) // keep no reference to the consumer's buffers
+	clear(r.iov[:iovs]) // keep no reference to the consumer's buffers
 	if e != 0 {
 		return 0, -1, e
 	}

@@ -340,3 +340,81 @@ func TestTail(t *testing.T) {
 		t.Logf("inq %v: %d records, %d reads, %d brought a tail", inq, len(sent), r.Reads(), s.tails)
 	}
 }
+
+// scatterConsumer reads a stream into consecutive pieces of sizes it
+// picks (up to MaxPieces per read, Scatterer) and keeps what each read
+// brought in order.
+type scatterConsumer struct {
+	sizes []int // of the next pieces, cycled
+	at    int
+	got   []byte
+	cur   [][]byte // the pieces of the read in flight
+	reads int
+	most  int // pieces in one read
+	err   error
+}
+
+func (s *scatterConsumer) Next() (p, tail []byte) { panic("Scatterer: Next not called") }
+
+func (s *scatterConsumer) NextScatter(dst [][]byte) [][]byte {
+	s.cur = s.cur[:0]
+	for i := range MaxPieces {
+		b := make([]byte, s.sizes[(s.at+i)%len(s.sizes)])
+		s.cur = append(s.cur, b)
+		dst = append(dst, b)
+	}
+	s.at++
+	return dst
+}
+
+func (s *scatterConsumer) Got(n int, err error) bool {
+	if err != nil {
+		s.err = err
+		return false
+	}
+	s.reads++
+	k := 0
+	for _, b := range s.cur {
+		if n == 0 {
+			break
+		}
+		m := min(n, len(b))
+		s.got = append(s.got, b[:m]...)
+		n -= m
+		k++
+	}
+	s.most = max(s.most, k)
+	return true
+}
+
+// TestScatter: a Scatterer's read fills its pieces in order (recvmsg or
+// readv with up to MaxPieces vectors), byte for byte.
+func TestScatter(t *testing.T) {
+	for _, inq := range []bool{false, true} {
+		a, b := pair(t)
+		stream := make([]byte, 300000)
+		for i := range stream {
+			stream[i] = byte(i * 31 / 7)
+		}
+		go func() {
+			b.Write(stream)
+			b.CloseWrite()
+		}()
+		s := &scatterConsumer{sizes: []int{1, 17, 500, 3, 4096, 2}}
+		var r Reader
+		r.Init(rawConn(t, a), s, inq)
+		a.SetReadDeadline(time.Now().Add(time.Minute))
+		if err := r.Run(); err != nil {
+			t.Fatalf("inq %v: Run: %v", inq, err)
+		}
+		if s.err != io.EOF {
+			t.Fatalf("inq %v: consumer saw %v, want io.EOF", inq, s.err)
+		}
+		if !bytes.Equal(s.got, stream) {
+			t.Fatalf("inq %v: %d bytes read, differing from the %d sent", inq, len(s.got), len(stream))
+		}
+		if s.most < 3 {
+			t.Fatalf("inq %v: at most %d pieces filled by one read in %d reads", inq, s.most, s.reads)
+		}
+	}
+}

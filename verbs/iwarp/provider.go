@@ -10,7 +10,9 @@
 // STags), cq.go (completion queues), srq.go (receive queues), cm.go
 // (connection setup), qp.go (the queue pair), tx.go and rx.go (the two
 // goroutines of a connection), txinline.go (Config.TxMode: transmitting
-// on the caller's goroutine when the connection is idle).
+// on the caller's goroutine when the connection is idle), rxplan.go (a
+// large RDMA Read's Response read straight into the sink, several
+// segments per system call).
 //
 // Semantics a user of verbs should know:
 //

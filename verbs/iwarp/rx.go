@@ -31,7 +31,9 @@ import (
 //	           rxBufLen or more that the buffer has nothing for is read
 //	           straight from the socket (once begun, to its end), the
 //	           buffer behind it in the same readv (the trailer and the
-//	           next FPDUs land there)
+//	           next FPDUs land there); a large Read's Response segments
+//	           are all read straight, the ones that follow laid out
+//	           behind the current one in the same readv (rxplan.go)
 //	rxTrailer  pad and CRC, checked; the opcode's end step completes
 //	           what the FPDU finished (a receive, a Read, a queued Read
 //	           Request)
@@ -134,6 +136,11 @@ type rxState struct {
 	off     int
 	left    int
 	discard bool
+	// segBuf is the SGE buffer nextSeg took seg from, segEnd where seg
+	// ends in it (planScatter lays out what follows from there).
+	segBuf []byte
+	segEnd int
+	plan   rxPlan
 	// straight: seg is read from the socket straight into it, the buffer
 	// behind it, once begun to its end (also the last part under
 	// rxBufLen). While it is set the buffer is drained, so every read
@@ -217,7 +224,7 @@ func (x *rxState) Next() (p, tail []byte) {
 		switch x.phase {
 		case rxHeader:
 			if avail < fpduLenField+ddpTaggedLen {
-				return x.space(x.nextFPDULen()), nil
+				return x.headerSpace(), nil
 			}
 			var more bool
 			if more, err = x.header(); err == nil && more {
@@ -233,24 +240,31 @@ func (x *rxState) Next() (p, tail []byte) {
 					break
 				}
 			}
+			if x.plan.pendN > 0 && avail == 0 {
+				x.takePending()
+				continue
+			}
 			if avail > 0 {
 				n := copy(x.seg, x.buf[x.r:x.w])
 				x.r += n
 				x.placed(n)
 				continue
 			}
-			if len(x.seg) >= rxBufLen || x.straight {
+			if len(x.seg) >= rxBufLen || x.straight || x.bigRead() {
 				// Straight into the destination: the buffer is drained.
 				x.grow()
 				x.r, x.w = 0, 0
 				x.startTx(true)
 				x.straight = true
-				return x.seg, x.buf
+				if x.planScatter() {
+					return x.seg, nil
+				}
+				return x.seg, x.buf[:x.straightTail()]
 			}
 			return x.space(0), nil
 		case rxTrailer:
 			if avail < fpduPad(x.ulen)+fpduCRCLen {
-				return x.space(fpduPad(x.ulen) + fpduCRCLen), nil
+				return x.trailerSpace(), nil
 			}
 			if err = x.trailer(); err == nil {
 				err = x.end()
@@ -304,8 +318,12 @@ func (x *rxState) Got(n int, err error) bool {
 	if x.straight {
 		k := min(n, len(x.seg))
 		x.placed(k)
-		x.w = n - k
 		x.smallReads = 0
+		if x.plan.armed {
+			x.planGot(n - k)
+			return true
+		}
+		x.w = n - k
 		return true
 	}
 	x.w += n
@@ -423,6 +441,7 @@ func (x *rxState) nextSeg() error {
 		}
 		x.held = m
 		x.seg = b[x.off : x.off+min(len(b)-x.off, x.left)]
+		x.segBuf, x.segEnd = b, x.off+len(x.seg)
 		x.off = 0
 		x.sgi++
 		return nil

@@ -164,6 +164,11 @@ type conn struct {
 	cqMu  sync.Mutex
 	wcTmp []verbs.WC
 
+	// bigReads counts the outstanding Reads of ours of rxBufLen or more
+	// (rx reads their Responses straight: rxplan.go), for rx to ask
+	// without c.mu; changed under c.mu.
+	bigReads atomic.Int32
+
 	tx txState
 	rx rxState
 }

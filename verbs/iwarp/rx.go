@@ -766,6 +766,9 @@ func (x *rxState) readDone(o *orqEntry) {
 	c := x.c
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
+	if o.user && o.length >= rxBufLen {
+		c.bigReads.Add(-1)
+	}
 	*o = orqEntry{}
 	c.orqHead++
 	x.wantTx = false // the round takes the queued Read Responses too

@@ -154,18 +154,9 @@ func (x *rxState) trailerSpace() []byte {
 	return b
 }
 
-// bigReadNext reports whether the oldest outstanding Read is ours and of
-// rxBufLen or more.
-func (x *rxState) bigReadNext() bool {
-	c := x.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.orqHead == c.orqTail {
-		return false
-	}
-	o := &c.orq[c.orqHead%uint64(len(c.orq))]
-	return o.user && o.length >= rxBufLen
-}
+// bigReadNext reports whether a Read of ours of rxBufLen or more is
+// outstanding (conn.bigReads: no lock taken per header read).
+func (x *rxState) bigReadNext() bool { return x.c.bigReads.Load() > 0 }
 
 // NextScatter is the receive run's sockread.Scatterer: Next's read, with
 // a plan's pieces behind the payload when Next laid one out.

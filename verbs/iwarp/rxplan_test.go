@@ -118,6 +118,9 @@ func TestReadResponseScatter(t *testing.T) {
 					if err := c.Err(); err != nil {
 						t.Fatalf("connection ended: %v", err)
 					}
+					if n := c.(*conn).bigReads.Load(); n != 0 {
+						t.Errorf("%d large Reads counted outstanding after the only one completed", n)
+					}
 					sc, ga := x.plan.scattered.Load()-scattered, x.plan.gathered.Load()-gathered
 					t.Logf("payloads placed from plans %d, plans ended by another header %d", sc, ga)
 					if cut == "whole" && (sc == 0 || shape.mispredict != (ga > 0)) {

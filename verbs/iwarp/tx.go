@@ -589,6 +589,9 @@ func (c *conn) takeSQEntry(seq uint64, e *sqEntry) bool {
 		}
 		e.msn = c.nextMSN(qnReadReq)
 		o := orqEntry{cover: seq + 1, user: true, seq: seq, length: e.length}
+		if o.length >= rxBufLen {
+			c.bigReads.Add(1)
+		}
 		if len(e.sgl) > 0 && e.length > 0 {
 			o.sinkSTag, o.sinkTO = e.sgl[0].LKey, sgeAddr(&e.sgl[0])
 		}

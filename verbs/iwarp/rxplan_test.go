@@ -46,82 +46,13 @@ func TestReadResponseScatter(t *testing.T) {
 				}
 				t.Run(fmt.Sprintf("%s/%s/crc=%v", shape.name, cut, crc), func(t *testing.T) {
 					cli, c, peer := dialRawConfig(t, Config{DisableCRC: !crc})
-					x := &c.(*conn).rx
-					scattered, gathered := x.plan.scattered.Load(), x.plan.gathered.Load()
-					sink := cli.mem(t, total+2000, allAccess)
-					fill(sink.Bytes(), 0xee)
-					before := append([]byte(nil), sink.Bytes()...)
-					in := cli.mem(t, 200, verbs.AccessLocalWrite)
-					if err := c.PostRecv(&verbs.RecvWR{ID: 7, SGL: []verbs.SGE{{Buf: in.Bytes(), LKey: in.LKey()}}}); err != nil {
-						t.Fatal(err)
-					}
-					if err := c.PostSend(&verbs.SendWR{ID: 3, Op: verbs.OpRDMARead, Signal: true, RemoteAddr: 0x20000, RKey: 0x4321,
-						SGL: []verbs.SGE{{Buf: sink.Bytes()[1000 : 1000+total], LKey: sink.LKey()}}}); err != nil {
-						t.Fatal(err)
-					}
-					rh, pl := peer.read()
-					var rr readRequest
-					if op := rdmapOpcode(rh.RDMAP & rdmapOpcodeMask); op != opReadReq || rr.parse(pl) != nil || rr.Size != total {
-						t.Fatalf("raw peer: got %s %x, want a %d-byte Read Request", &rh, pl, total)
-					}
-					resp := make([]byte, total)
-					fill(resp, 0x61)
-					msg := []byte("a Send between two segments of a Read Response")
-					var stream []byte
-					off := 0
-					for i, n := range shape.segs {
-						h := tagged(opReadResp, rr.SinkSTag, rr.SinkTO+uint64(off))
-						h.Last = off+n == total
-						stream = appendFPDU(stream, h, resp[off:off+n], crc)
-						off += n
-						if i+1 == shape.sendAfter {
-							sh := untagged(opSend, qnSend, 1)
-							sh.Last = true
-							stream = appendFPDU(stream, sh, msg, crc)
-						}
-					}
 					r := rand.New(rand.NewPCG(uint64(len(shape.segs)), uint64(len(shape.name))))
-					fed := make(chan error, 1)
-					go func() {
-						for done := 0; done < len(stream); {
-							n := len(stream) - done
-							if cut == "pieces" {
-								n = min(n, 1+r.IntN(70000))
-							}
-							if _, err := peer.nc.Write(stream[done : done+n]); err != nil {
-								fed <- err
-								return
-							}
-							done += n
-							if cut == "pieces" && r.IntN(2) == 0 {
-								time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
-							}
-						}
-						fed <- nil
-					}()
-					if wc := wait(t, cli.scq); wc.ID != 3 || wc.Status != verbs.StatusSuccess {
-						t.Fatalf("Read %+v (conn err %v), want ID 3 success", wc, c.Err())
+					pieces := func(left int) int { return left }
+					if cut == "pieces" {
+						pieces = func(left int) int { return min(left, 1+r.IntN(70000)) }
 					}
-					if err := <-fed; err != nil {
-						t.Fatal(err)
-					}
-					sameBytes(t, sink.Bytes()[1000:1000+total], resp)
-					sameBytes(t, sink.Bytes()[:1000], before[:1000])
-					sameBytes(t, sink.Bytes()[1000+total:], before[1000+total:])
-					if shape.sendAfter > 0 {
-						wc := wait(t, cli.rcq)
-						if wc.ID != 7 || wc.Status != verbs.StatusSuccess || wc.ByteLen != len(msg) {
-							t.Fatalf("receive %+v, want ID 7 with %d bytes", wc, len(msg))
-						}
-						sameBytes(t, in.Bytes()[:len(msg)], msg)
-					}
-					if err := c.Err(); err != nil {
-						t.Fatalf("connection ended: %v", err)
-					}
-					if n := c.(*conn).bigReads.Load(); n != 0 {
-						t.Errorf("%d large Reads counted outstanding after the only one completed", n)
-					}
-					sc, ga := x.plan.scattered.Load()-scattered, x.plan.gathered.Load()-gathered
+					sc, ga := readResponseScatter(t, cli, c, peer, shape.segs, shape.sendAfter, crc, pieces,
+						func() time.Duration { return time.Duration(r.IntN(2)*r.IntN(300)) * time.Microsecond })
 					t.Logf("payloads placed from plans %d, plans ended by another header %d", sc, ga)
 					if cut == "whole" && (sc == 0 || shape.mispredict != (ga > 0)) {
 						t.Errorf("placed from plans %d, ended by another header %d: want some placed and %v", sc, ga,
@@ -131,4 +62,137 @@ func TestReadResponseScatter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// readResponseScatter has the raw peer answer a Read of sum(segs) bytes
+// with segments of those sizes (a Send after sendAfter of them, if not
+// 0), its stream written in pieces of the sizes pieces returns with the
+// pauses pause returns, and checks the Read, the sink and around it
+// byte for byte, the Send, and the connection. It returns how many
+// payloads plans placed and how many plans another header ended.
+func readResponseScatter(t *testing.T, cli *side, c verbs.Conn, peer *rawPeer, segs []int, sendAfter int, crc bool,
+	pieces func(left int) int, pause func() time.Duration) (scattered, gathered uint64) {
+	t.Helper()
+	total := 0
+	for _, n := range segs {
+		total += n
+	}
+	x := &c.(*conn).rx
+	sc0, ga0 := x.plan.scattered.Load(), x.plan.gathered.Load()
+	sink := cli.mem(t, total+2000, allAccess)
+	fill(sink.Bytes(), 0xee)
+	before := append([]byte(nil), sink.Bytes()...)
+	in := cli.mem(t, 200, verbs.AccessLocalWrite)
+	if err := c.PostRecv(&verbs.RecvWR{ID: 7, SGL: []verbs.SGE{{Buf: in.Bytes(), LKey: in.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PostSend(&verbs.SendWR{ID: 3, Op: verbs.OpRDMARead, Signal: true, RemoteAddr: 0x20000, RKey: 0x4321,
+		SGL: []verbs.SGE{{Buf: sink.Bytes()[1000 : 1000+total], LKey: sink.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	rh, pl := peer.read()
+	var rr readRequest
+	if op := rdmapOpcode(rh.RDMAP & rdmapOpcodeMask); op != opReadReq || rr.parse(pl) != nil || int(rr.Size) != total {
+		t.Fatalf("raw peer: got %s %x, want a %d-byte Read Request", &rh, pl, total)
+	}
+	resp := make([]byte, total)
+	fill(resp, 0x61)
+	msg := []byte("a Send between two segments of a Read Response")
+	var stream []byte
+	off := 0
+	for i, n := range segs {
+		h := tagged(opReadResp, rr.SinkSTag, rr.SinkTO+uint64(off))
+		h.Last = off+n == total
+		stream = appendFPDU(stream, h, resp[off:off+n], crc)
+		off += n
+		if i+1 == sendAfter {
+			sh := untagged(opSend, qnSend, 1)
+			sh.Last = true
+			stream = appendFPDU(stream, sh, msg, crc)
+		}
+	}
+	fed := make(chan error, 1)
+	go func() {
+		for done := 0; done < len(stream); {
+			n := max(1, pieces(len(stream)-done))
+			if _, err := peer.nc.Write(stream[done : done+n]); err != nil {
+				fed <- err
+				return
+			}
+			done += n
+			if d := pause(); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		fed <- nil
+	}()
+	if wc := wait(t, cli.scq); wc.ID != 3 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("Read %+v (conn err %v), want ID 3 success", wc, c.Err())
+	}
+	if err := <-fed; err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, sink.Bytes()[1000:1000+total], resp)
+	sameBytes(t, sink.Bytes()[:1000], before[:1000])
+	sameBytes(t, sink.Bytes()[1000+total:], before[1000+total:])
+	if sendAfter > 0 {
+		wc := wait(t, cli.rcq)
+		if wc.ID != 7 || wc.Status != verbs.StatusSuccess || wc.ByteLen != len(msg) {
+			t.Fatalf("receive %+v, want ID 7 with %d bytes", wc, len(msg))
+		}
+		sameBytes(t, in.Bytes()[:len(msg)], msg)
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection ended: %v", err)
+	}
+	if n := c.(*conn).bigReads.Load(); n != 0 {
+		t.Errorf("%d large Reads counted outstanding after the only one completed", n)
+	}
+	return x.plan.scattered.Load() - sc0, x.plan.gathered.Load() - ga0
+}
+
+// FuzzReadResponseScatter: any segmentation of a Read Response (sizes
+// from the input, a Send between two segments or not), its stream cut
+// where the input says, must place the Response byte for byte
+// (readResponseScatter's checks), whatever the rx plans predicted.
+func FuzzReadResponseScatter(f *testing.F) {
+	f.Add([]byte{0, 0x7d, 0x00, 0x7d, 0x00, 0x7d, 0x00}, []byte{})
+	f.Add([]byte{2, 0x9c, 0x40, 0x4e, 0x20, 0x9c, 0x40, 0x00, 0x10}, []byte{0x30, 0x00, 0x00, 0x05})
+	f.Fuzz(func(t *testing.T, shape, cuts []byte) {
+		if len(shape) == 0 {
+			return
+		}
+		const total = 150000
+		var segs []int
+		const most = 65535 - ddpTaggedLen // the ULPDU length is 16 bits
+		for left, i := total, 1; left > 0; i += 2 {
+			n := min(left, most)
+			if i+1 < len(shape) {
+				n = min(n, 1+int(shape[i])<<8|int(shape[i+1]))
+			}
+			segs = append(segs, n)
+			left -= n
+		}
+		sendAfter := int(shape[0]) % (len(segs) + 1)
+		if sendAfter == len(segs) {
+			sendAfter = 0 // a Send after the last segment is not between two
+		}
+		ci, last := 0, 0
+		pieces := func(left int) int {
+			last = left
+			if ci+1 < len(cuts) {
+				last = min(left, 1+int(cuts[ci])<<8|int(cuts[ci+1]))
+				ci += 2
+			}
+			return last
+		}
+		pause := func() time.Duration {
+			if last < 64 { // apart on the wire, likely apart in the reads
+				return 100 * time.Microsecond
+			}
+			return 0
+		}
+		cli, c, peer := dialRawShared(t)
+		readResponseScatter(t, cli, c, peer, segs, sendAfter, true, pieces, pause)
+	})
 }

@@ -36,17 +36,9 @@ func TestBufferedRecord(t *testing.T) {
 			if need > rr.Buffered() {
 				t.Fatalf("step %d: whole, need %d > %d buffered", step, need, rr.Buffered())
 			}
-			rec, err := rr.ReadRecord(nil)
-			if err != nil {
-				t.Fatalf("step %d: record %d: %v", step, len(got), err)
-			}
-			got = append(got, string(rec))
+			got = takeRecord(t, rr, step, got)
 		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("step %d: record %d is %q, want %q", step, i, got[i], want[i])
-			}
-		}
+		sameRecords(t, step, got, want)
 		rr.Filled(0, io.EOF)
 		if _, whole := rr.BufferedRecord(); !whole {
 			t.Fatalf("step %d: after EOF not whole", step)
@@ -90,17 +82,9 @@ func TestReadAhead(t *testing.T) {
 				in = in[n:]
 				continue
 			}
-			rec, err := rr.ReadRecord(nil)
-			if err != nil {
-				t.Fatalf("step %d: record %d: %v", step, len(got), err)
-			}
-			got = append(got, string(rec))
+			got = takeRecord(t, rr, step, got)
 		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("step %d: record %d is %q, want %q", step, i, got[i], want[i])
-			}
-		}
+		sameRecords(t, step, got, want)
 		rr.Filled(0, io.EOF)
 		if space, whole := rr.ReadAhead(); space != nil || whole {
 			t.Fatalf("step %d: after EOF: %d bytes of space, whole %v; want nil, false", step, len(space), whole)
@@ -113,5 +97,26 @@ func TestReadAhead(t *testing.T) {
 	rr.Filled(copy(rr.Space(8), long[:8]), nil)
 	if space, whole := rr.ReadAhead(); space != nil || whole {
 		t.Fatalf("100-byte record, 64-byte buffer: %d bytes of space, whole %v; want nil, false", len(space), whole)
+	}
+}
+
+// takeRecord reads the next record, which must be buffered whole, and
+// appends it to got.
+func takeRecord(t *testing.T, rr *RecordReader, step int, got []string) []string {
+	t.Helper()
+	rec, err := rr.ReadRecord(nil)
+	if err != nil {
+		t.Fatalf("step %d: record %d: %v", step, len(got), err)
+	}
+	return append(got, string(rec))
+}
+
+// sameRecords fails unless got holds the records of want.
+func sameRecords(t *testing.T, step int, got, want []string) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("step %d: record %d is %q, want %q", step, i, got[i], want[i])
+		}
 	}
 }

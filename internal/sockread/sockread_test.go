@@ -317,15 +317,7 @@ func TestTail(t *testing.T) {
 			b.CloseWrite()
 		}()
 		s := &splitConsumer{buf: make([]byte, 512)}
-		var r Reader
-		r.Init(rawConn(t, a), s, inq)
-		a.SetReadDeadline(time.Now().Add(time.Minute))
-		if err := r.Run(); err != nil {
-			t.Fatalf("inq %v: Run: %v", inq, err)
-		}
-		if s.err != io.EOF {
-			t.Fatalf("inq %v: consumer saw %v, want io.EOF", inq, s.err)
-		}
+		r := runToEOF(t, a, s, inq, &s.err)
 		if len(s.bodies) != len(sent) {
 			t.Fatalf("inq %v: %d records, want %d", inq, len(s.bodies), len(sent))
 		}
@@ -401,15 +393,7 @@ func TestScatter(t *testing.T) {
 			b.CloseWrite()
 		}()
 		s := &scatterConsumer{sizes: []int{1, 17, 500, 3, 4096, 2}}
-		var r Reader
-		r.Init(rawConn(t, a), s, inq)
-		a.SetReadDeadline(time.Now().Add(time.Minute))
-		if err := r.Run(); err != nil {
-			t.Fatalf("inq %v: Run: %v", inq, err)
-		}
-		if s.err != io.EOF {
-			t.Fatalf("inq %v: consumer saw %v, want io.EOF", inq, s.err)
-		}
+		runToEOF(t, a, s, inq, &s.err)
 		if !bytes.Equal(s.got, stream) {
 			t.Fatalf("inq %v: %d bytes read, differing from the %d sent", inq, len(s.got), len(stream))
 		}
@@ -417,4 +401,20 @@ func TestScatter(t *testing.T) {
 			t.Fatalf("inq %v: at most %d pieces filled by one read in %d reads", inq, s.most, s.reads)
 		}
 	}
+}
+
+// runToEOF runs c on a until the peer's close, which c must have seen
+// (*cerr, its error, io.EOF).
+func runToEOF(t *testing.T, a *net.TCPConn, c Consumer, inq bool, cerr *error) *Reader {
+	t.Helper()
+	r := new(Reader)
+	r.Init(rawConn(t, a), c, inq)
+	a.SetReadDeadline(time.Now().Add(time.Minute))
+	if err := r.Run(); err != nil {
+		t.Fatalf("inq %v: Run: %v", inq, err)
+	}
+	if *cerr != io.EOF {
+		t.Fatalf("inq %v: consumer saw %v, want io.EOF", inq, *cerr)
+	}
+	return r
 }

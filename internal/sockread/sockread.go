@@ -82,7 +82,7 @@ type Scatterer interface {
 }
 
 // MaxPieces is the most places one read fills (Scatterer).
-const MaxPieces = 16
+const MaxPieces = 32
 
 // Reader runs a Consumer on a socket. The zero value is not usable: call
 // Init. A Reader is used by one goroutine at a time.

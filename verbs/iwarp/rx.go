@@ -141,6 +141,9 @@ type rxState struct {
 	segBuf []byte
 	segEnd int
 	plan   rxPlan
+	// bigSegs: the peer's last non-final Read Response segment was
+	// planMinSeg or more (noteReadSeg).
+	bigSegs bool
 	// straight: seg is read from the socket straight into it, the buffer
 	// behind it, once begun to its end (also the last part under
 	// rxBufLen). While it is set the buffer is drained, so every read
@@ -663,6 +666,7 @@ func (x *rxState) beginReadResponse() error {
 				fmt.Sprintf("%d bytes at TO %#x, the Read expects %d more at %#x", plen, h.TO, o.length-o.got, o.sinkTO+uint64(o.got)))
 		}
 		x.sgl, x.sgi, x.off, x.left = sgl, 0, o.got, plen
+		x.noteReadSeg()
 	}
 	return nil
 }

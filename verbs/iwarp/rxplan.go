@@ -52,6 +52,14 @@ import (
 // readv of the current payload and two pieces each, and the last trailer.
 const maxPlan = (sockread.MaxPieces - 2) / 2
 
+// planMinSeg is the smallest segment payload read straight: below it
+// (links of a 1500-byte MTU cut segments of about 1.4 KiB) a plan of
+// maxPlan segments would read about 21 KiB per system call where the
+// buffer reads 128 KiB, and the copy out of the buffer is the cheaper
+// side. A connection learns it from the non-final segments of the
+// peer's Read Responses (bigSegs).
+const planMinSeg = 4096
+
 // scratchLen fits a trailer (pad, CRC) and a tagged header.
 const scratchLen = 3 + fpduCRCLen + fpduLenField + ddpTaggedLen
 
@@ -76,7 +84,7 @@ type rxPlan struct {
 // it is a full-size Read Response segment placed into an SGE with room
 // for more, and reports whether it did.
 func (x *rxState) planScatter() bool {
-	if x.op != opReadResp || x.drop || x.h.Last || len(x.seg) != x.left || x.segBuf == nil || !x.c.live.Load() {
+	if x.op != opReadResp || x.drop || x.h.Last || x.plen < planMinSeg || len(x.seg) != x.left || x.segBuf == nil || !x.c.live.Load() {
 		return false
 	}
 	p, o := &x.plan, x.o
@@ -109,24 +117,36 @@ func (x *rxState) planScatter() bool {
 
 // headerSpace is where the next read goes when the buffer holds less
 // than a header: room for the whole next FPDU, read ahead with whatever
-// follows, except while a large Read awaits its Response: then only the
-// header, so that a Response segment's payload is read straight (and a
-// plan laid out behind it) instead of into the buffer. A message that
-// comes first costs a read more.
+// follows, except while a large Read awaits its Response from a peer
+// that cuts large segments (bigSegs): then only the header, so that a
+// Response segment's payload is read straight (and a plan laid out
+// behind it) instead of into the buffer. A message that comes first
+// costs a read more.
 func (x *rxState) headerSpace() []byte {
 	b := x.space(x.nextFPDULen())
-	if avail := x.w - x.r; x.bigReadNext() {
+	if avail := x.w - x.r; x.bigSegs && x.bigReadNext() {
 		b = b[:min(len(b), fpduLenField+ddpTaggedLen-avail)]
 	}
 	return b
 }
 
 // bigRead reports whether the current segment is a Response to a Read
-// of ours of rxBufLen or more: its payload is read straight whatever
-// its size, so that a read straight into the sink that ended inside a
-// segment does not go on into the buffer with the rest of the Read.
+// of ours of rxBufLen or more, from a peer that cuts Responses into
+// segments of planMinSeg or more (bigSegs): its payload is read straight
+// whatever its size, so that a read straight into the sink that ended
+// inside a segment does not go on into the buffer with the rest of the
+// Read.
 func (x *rxState) bigRead() bool {
-	return x.op == opReadResp && !x.drop && x.o.user && x.o.length >= rxBufLen
+	return x.bigSegs && x.op == opReadResp && !x.drop && x.o.user && x.o.length >= rxBufLen
+}
+
+// noteReadSeg learns from a Read Response segment that does not end its
+// Read whether the peer's segments are large enough to read straight
+// (planMinSeg). Called by begin, for a segment that carries data.
+func (x *rxState) noteReadSeg() {
+	if !x.h.Last {
+		x.bigSegs = x.plen >= planMinSeg
+	}
 }
 
 // straightTail is how much of the buffer a straight read without a plan

@@ -18,7 +18,8 @@ import (
 // and nothing around it touched, and the Send must arrive intact. Where
 // the stream is written whole the counters must show the path taken:
 // payloads placed from plans, and for the shapes a plan cannot predict,
-// plans ended by a header that was not the predicted one.
+// plans ended by a header that was not the predicted one; and segments
+// under planMinSeg (a 1500-byte MTU's) must go through the buffer.
 func TestReadResponseScatter(t *testing.T) {
 	const total = 300000
 	regular := func(size int) []int {
@@ -38,6 +39,7 @@ func TestReadResponseScatter(t *testing.T) {
 		{"odd", regular(65001), 0, false},
 		{"irregular", []int{40000, 40000, 20000, 40000, 40000, 1000, 40000, 39000, 40000}, 0, true},
 		{"send-between", regular(32000), 2, true},
+		{"small", regular(1400), 0, false},
 	} {
 		for _, cut := range []string{"whole", "pieces"} {
 			for _, crc := range []bool{true, false} {
@@ -51,10 +53,13 @@ func TestReadResponseScatter(t *testing.T) {
 					if cut == "pieces" {
 						pieces = func(left int) int { return min(left, 1+r.IntN(70000)) }
 					}
-					sc, ga := readResponseScatter(t, cli, c, peer, shape.segs, shape.sendAfter, crc, pieces,
+					sc, ga, reads := readResponseScatter(t, cli, c, peer, shape.segs, shape.sendAfter, crc, pieces,
 						func() time.Duration { return time.Duration(r.IntN(2)*r.IntN(300)) * time.Microsecond })
-					t.Logf("payloads placed from plans %d, plans ended by another header %d", sc, ga)
-					if cut == "whole" && (sc == 0 || shape.mispredict != (ga > 0)) {
+					t.Logf("payloads placed from plans %d, plans ended by another header %d, %d reads for %d segments", sc, ga, reads, len(shape.segs))
+					if small := shape.segs[0] < planMinSeg; small && (sc+ga > 0 || cut == "whole" && reads > uint64(len(shape.segs)/4)) {
+						t.Errorf("segments of %d bytes: placed from plans %d, ended by another header %d, %d reads for %d segments: want no plans, reads of many segments",
+							shape.segs[0], sc, ga, reads, len(shape.segs))
+					} else if cut == "whole" && !small && (sc == 0 || shape.mispredict != (ga > 0)) {
 						t.Errorf("placed from plans %d, ended by another header %d: want some placed and %v", sc, ga,
 							map[bool]string{true: "some ended", false: "none ended"}[shape.mispredict])
 					}
@@ -71,14 +76,14 @@ func TestReadResponseScatter(t *testing.T) {
 // byte for byte, the Send, and the connection. It returns how many
 // payloads plans placed and how many plans another header ended.
 func readResponseScatter(t *testing.T, cli *side, c verbs.Conn, peer *rawPeer, segs []int, sendAfter int, crc bool,
-	pieces func(left int) int, pause func() time.Duration) (scattered, gathered uint64) {
+	pieces func(left int) int, pause func() time.Duration) (scattered, gathered, reads uint64) {
 	t.Helper()
 	total := 0
 	for _, n := range segs {
 		total += n
 	}
 	x := &c.(*conn).rx
-	sc0, ga0 := x.plan.scattered.Load(), x.plan.gathered.Load()
+	sc0, ga0, rd0 := x.plan.scattered.Load(), x.plan.gathered.Load(), x.pump.Reads()
 	sink := cli.mem(t, total+2000, allAccess)
 	fill(sink.Bytes(), 0xee)
 	before := append([]byte(nil), sink.Bytes()...)
@@ -148,7 +153,7 @@ func readResponseScatter(t *testing.T, cli *side, c verbs.Conn, peer *rawPeer, s
 	if n := c.(*conn).bigReads.Load(); n != 0 {
 		t.Errorf("%d large Reads counted outstanding after the only one completed", n)
 	}
-	return x.plan.scattered.Load() - sc0, x.plan.gathered.Load() - ga0
+	return x.plan.scattered.Load() - sc0, x.plan.gathered.Load() - ga0, x.pump.Reads() - rd0
 }
 
 // FuzzReadResponseScatter: any segmentation of a Read Response (sizes

@@ -66,8 +66,10 @@ import (
 // in the receiver's system call, so fewer, larger reads cost the pair less
 // kernel time per byte (BenchmarkRead1MNoCRC and Write1MNoCRC: 35 reads
 // per MiB became 10, CPU per op -10%) than the one copy out of the buffer
-// they add. A connection that only carries small messages keeps the small
-// buffer. The bulk buffer goes back (to rxBulkPool, for the next
+// they add. A large RDMA Read's Response keeps the few reads without the
+// copy: rxplan.go lays several of its segments out in one readv, each
+// payload in its place. A connection that only carries small messages
+// keeps the small buffer. The bulk buffer goes back (to rxBulkPool, for the next
 // connection that grows) after rxShrinkAfter reads in a row brought less
 // than rxBufLen each: a gateway whose 1,000 clients each once did a 1 MiB
 // I/O does not keep 128 MiB of receive buffers.

@@ -69,10 +69,10 @@ import (
 // they add. A large RDMA Read's Response keeps the few reads without the
 // copy: rxplan.go lays several of its segments out in one readv, each
 // payload in its place. A connection that only carries small messages
-// keeps the small buffer. The bulk buffer goes back (to rxBulkPool, for the next
-// connection that grows) after rxShrinkAfter reads in a row brought less
-// than rxBufLen each: a gateway whose 1,000 clients each once did a 1 MiB
-// I/O does not keep 128 MiB of receive buffers.
+// keeps the small buffer. The bulk buffer goes back (to rxBulkPool, for
+// the next connection that grows) after rxShrinkAfter reads in a row
+// brought less than rxBufLen each: a gateway whose 1,000 clients each once
+// did a 1 MiB I/O does not keep 128 MiB of receive buffers.
 const (
 	rxBufLen      = 16 << 10
 	rxBulkLen     = 128 << 10
@@ -772,7 +772,7 @@ func (x *rxState) readDone(o *orqEntry) {
 	c := x.c
 	c.mu.Lock()
 	c.markCoveredLocked(o.cover)
-	if o.user && o.length >= rxBufLen {
+	if o.big() {
 		c.bigReads.Add(-1)
 	}
 	*o = orqEntry{}

@@ -60,8 +60,14 @@ const maxPlan = (sockread.MaxPieces - 2) / 2
 // peer's Read Responses (bigSegs).
 const planMinSeg = 4096
 
-// scratchLen fits a trailer (pad, CRC) and a tagged header.
+// scratchLen fits a trailer (pad, CRC) and a tagged header: the most
+// toNextPayload says.
 const scratchLen = 3 + fpduCRCLen + fpduLenField + ddpTaggedLen
+
+// toNextPayload is how many stream bytes lie between the end of a
+// payload, of an FPDU of ulen ULPDU bytes, and the next FPDU's payload
+// when that FPDU is tagged: pad, CRC, length field, tagged header.
+func toNextPayload(ulen int) int { return fpduPad(ulen) + fpduCRCLen + fpduLenField + ddpTaggedLen }
 
 type rxPlan struct {
 	armed  bool // laid out for the read Next returned; Got takes it
@@ -90,10 +96,10 @@ func (x *rxState) planScatter() bool {
 	p, o := &x.plan, x.o
 	rest := o.length - o.got - x.plen // the Read's bytes after this segment
 	size, at, to := x.plen, x.segEnd, x.h.TO+uint64(x.plen)
-	pad, used, k := fpduPad(x.ulen), 0, 0
+	ulen, used, k := x.ulen, 0, 0
 	for rest > 0 && k < maxPlan {
 		n := min(size, rest)
-		s := pad + fpduCRCLen + fpduLenField + ddpTaggedLen
+		s := toNextPayload(ulen)
 		if at+n > len(x.segBuf) || used+s+n+scratchLen > len(x.buf) {
 			break
 		}
@@ -104,13 +110,13 @@ func (x *rxState) planScatter() bool {
 		p.pieces[2*k] = p.s[k][:s]
 		p.pieces[2*k+1] = x.segBuf[at : at+n]
 		used, at, to, rest = used+s+n, at+n, to+uint64(n), rest-n
-		pad = fpduPad(ddpTaggedLen + n)
+		ulen = ddpTaggedLen + n
 		k++
 	}
 	if k == 0 {
 		return false
 	}
-	p.pieces[2*k] = p.s[k][:pad+fpduCRCLen+fpduLenField+ddpTaggedLen]
+	p.pieces[2*k] = p.s[k][:toNextPayload(ulen)]
 	p.n, p.idx, p.left, p.armed = 2*k+1, 0, 0, true
 	return true
 }
@@ -137,7 +143,7 @@ func (x *rxState) headerSpace() []byte {
 // inside a segment does not go on into the buffer with the rest of the
 // Read.
 func (x *rxState) bigRead() bool {
-	return x.bigSegs && x.op == opReadResp && !x.drop && x.o.user && x.o.length >= rxBufLen
+	return x.bigSegs && x.op == opReadResp && !x.drop && x.o.big()
 }
 
 // noteReadSeg learns from a Read Response segment that does not end its
@@ -157,7 +163,7 @@ func (x *rxState) straightTail() int {
 	if !x.bigRead() || len(x.seg) < x.left {
 		return len(x.buf)
 	}
-	return min(len(x.buf), fpduPad(x.ulen)+fpduCRCLen+fpduLenField+ddpTaggedLen)
+	return min(len(x.buf), toNextPayload(x.ulen))
 }
 
 // trailerSpace is where the next read goes when the buffer holds less
@@ -169,10 +175,14 @@ func (x *rxState) trailerSpace() []byte {
 	avail := x.w - x.r
 	b := x.space(fpduPad(x.ulen) + fpduCRCLen)
 	if x.bigRead() {
-		b = b[:min(len(b), fpduPad(x.ulen)+fpduCRCLen+fpduLenField+ddpTaggedLen-avail)]
+		b = b[:min(len(b), toNextPayload(x.ulen)-avail)]
 	}
 	return b
 }
+
+// big reports whether o is a Read of ours of rxBufLen or more: one whose
+// Response rx reads straight (conn.bigReads counts them outstanding).
+func (o *orqEntry) big() bool { return o.user && o.length >= rxBufLen }
 
 // bigReadNext reports whether a Read of ours of rxBufLen or more is
 // outstanding (conn.bigReads: no lock taken per header read).
@@ -196,7 +206,6 @@ func (x *rxState) NextScatter(dst [][]byte) [][]byte {
 // (the buffer is drained).
 func (x *rxState) planGot(n int) {
 	x.plan.armed = false
-	x.r, x.w = 0, 0
 	x.plan.left = n
 	x.planFeed()
 }

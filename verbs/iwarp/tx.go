@@ -589,7 +589,7 @@ func (c *conn) takeSQEntry(seq uint64, e *sqEntry) bool {
 		}
 		e.msn = c.nextMSN(qnReadReq)
 		o := orqEntry{cover: seq + 1, user: true, seq: seq, length: e.length}
-		if o.length >= rxBufLen {
+		if o.big() {
 			c.bigReads.Add(1)
 		}
 		if len(e.sgl) > 0 && e.length > 0 {
